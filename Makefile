@@ -1,0 +1,94 @@
+# llmops.serving — the two contracts: `make demo` and `make test`. Everything else is a step of them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+export LLMOPS_CACHE ?= $(HOME)/.cache/llmops-serving
+VENV        := $(CURDIR)/.venv
+BIN         := $(VENV)/bin
+PYTHON      ?= python3
+ANSIBLE_PKG := ansible==12.3.0
+# The collection must sit under ansible_collections/llmops/serving to be importable by its FQCN.
+COLL_ROOT   := $(CURDIR)/.cache/collections
+DEPS_ROOT   := $(LLMOPS_CACHE)/collections
+export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(DEPS_ROOT)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export CONTAINERS_CONF := $(LLMOPS_CACHE)/containers.conf
+export PATH := $(BIN):$(PATH)
+# Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
+SCENARIOS ?= default
+ENGINE ?= vllm
+PROFILE ?= cpu
+
+.PHONY: help
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+# ---------------------------------------------------------------- controller set-up
+$(BIN)/ansible-playbook: tests/requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r tests/requirements-dev.txt
+	touch $@
+
+.PHONY: tools
+tools: $(BIN)/ansible-playbook $(COLL_ROOT)/ansible_collections/llmops/serving $(DEPS_ROOT)/.done  ## controller venv + collections
+
+$(COLL_ROOT)/ansible_collections/llmops/serving:
+	mkdir -p $(COLL_ROOT)/ansible_collections/llmops
+	ln -sfn $(CURDIR) $@
+
+# Galaxy is unreachable: dependency collections are taken from the `ansible` wheel on PyPI.
+$(DEPS_ROOT)/.done: meta/collection-deps.txt | $(BIN)/ansible-playbook
+	$(BIN)/python tests/harness/extract_collections.py --ansible "$(ANSIBLE_PKG)" \
+	  --dest $(DEPS_ROOT) --list meta/collection-deps.txt
+	touch $@
+
+.PHONY: host-packages
+host-packages:  ## podman, runc, debootstrap on this machine (root)
+	@command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; }
+	@bash -c '. tests/testhost/podman-env.sh'
+
+.PHONY: images
+images: host-packages  ## build the Debian 12/13 systemd test-host images (cached)
+	SUITES="bookworm trixie" tests/testhost/build-images.sh
+
+.PHONY: wheelhouse
+wheelhouse: tools  ## wheelhouse of the locked engine requirements for PROFILE (cached)
+	$(BIN)/ansible-playbook playbooks/wheelhouse.yml -e serving_stack=$(PROFILE) -e wheelhouse_engines='["vllm"]'
+
+# ---------------------------------------------------------------- checks
+.PHONY: lint
+lint: tools  ## yamllint, ansible-lint (production), argument-spec check
+	$(BIN)/yamllint -s .
+	$(BIN)/python tests/harness/check_argument_specs.py
+	$(BIN)/ansible-lint --profile production
+
+.PHONY: sanity
+sanity: tools  ## ansible-test sanity on a copy of the collection
+	tests/harness/ansible-test-sanity.sh
+
+.PHONY: unit
+unit: tools  ## pytest unit tests of module_utils, modules and filters
+	$(BIN)/python -m pytest -q tests/unit
+
+.PHONY: molecule
+molecule: tools images wheelhouse  ## Molecule scenarios (SCENARIOS="default ...")
+	for s in $(SCENARIOS); do $(BIN)/molecule test -s $$s; done
+
+.PHONY: test
+test: lint sanity unit molecule  ## everything CI runs
+
+# ---------------------------------------------------------------- demo
+.PHONY: demo
+demo: tools images wheelhouse  ## serve a tiny Qwen-shaped model on a local throwaway systemd host
+	ENGINE=$(ENGINE) tests/harness/demo.sh up
+
+.PHONY: demo-down
+demo-down:  ## remove the demo host
+	tests/harness/demo.sh down
+
+.PHONY: clean
+clean:  ## remove per-checkout state (not the shared LLMOPS_CACHE)
+	rm -rf .cache $(VENV)
