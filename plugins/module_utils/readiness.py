@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Readiness of an OpenAI-compatible engine, proven by a real generation (stdlib only)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import time
+
+try:
+    from urllib.request import Request, urlopen
+    from urllib.error import HTTPError, URLError
+except ImportError:  # pragma: no cover - Python 2 targets are not supported, but sanity imports this
+    Request = urlopen = HTTPError = URLError = None
+
+
+class NotReady(Exception):
+    """The engine is not (yet) answering as it should; message says what was seen."""
+
+
+def http(method, url, body=None, api_key=None, timeout=30.0):
+    """Returns (status, parsed JSON or text, seconds). HTTP errors are returned, not raised."""
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    req = Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if api_key:
+        req.add_header("Authorization", "Bearer %s" % api_key)
+    start = time.monotonic()
+    try:
+        resp = urlopen(req, timeout=timeout)
+        status, raw = resp.getcode(), resp.read()
+    except HTTPError as e:
+        status, raw = e.code, e.read()
+    elapsed = time.monotonic() - start
+    text = raw.decode("utf-8", "replace")
+    try:
+        return status, json.loads(text), elapsed
+    except ValueError:
+        return status, text, elapsed
+
+
+def check_chat(base_url, api_key, model, prompt, max_tokens, timeout):
+    """One real chat completion; returns facts about it or raises NotReady."""
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens, "temperature": 0}
+    status, resp, elapsed = http("POST", base_url + "/v1/chat/completions", body, api_key, timeout)
+    if status != 200:
+        raise NotReady("chat completion answered HTTP %s: %s" % (status, str(resp)[:300]))
+    try:
+        usage = resp["usage"]
+        choice = resp["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise NotReady("chat completion answered 200 without choices/usage: %s" % str(resp)[:300])
+    if not usage.get("completion_tokens"):
+        raise NotReady("chat completion generated no tokens: %s" % str(resp)[:300])
+    return {"latency_s": round(elapsed, 3), "usage": usage, "finish_reason": choice.get("finish_reason"),
+            "model": resp.get("model")}
+
+
+def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeout, interval,
+               alive=None, clock=time.monotonic, sleep=time.sleep):
+    """Poll health until 200, then prove readiness with a generation. `alive()` may raise to stop early.
+
+    Returns a dict with health_after_s, ready_after_s (from the call) and the chat facts.
+    """
+    start = clock()
+    deadline = start + timeout
+    last = "no answer yet"
+    health_after = None
+    while clock() < deadline:
+        if alive is not None:
+            alive()
+        try:
+            if health_after is None:
+                status, resp, _ = http("GET", base_url + health_path, timeout=10)
+                if status != 200:
+                    last = "%s answered HTTP %s" % (health_path, status)
+                    raise NotReady(last)
+                health_after = clock() - start
+            chat = check_chat(base_url, api_key, model, prompt, max_tokens, timeout=max(10.0, deadline - clock()))
+            chat.update(health_after_s=round(health_after, 3), ready_after_s=round(clock() - start, 3))
+            return chat
+        except NotReady as e:
+            last = str(e)
+        except (URLError, OSError, ValueError) as e:
+            last = "%s: %s" % (type(e).__name__, e)
+        sleep(interval)
+    raise NotReady("not ready after %ss; last: %s" % (timeout, last))

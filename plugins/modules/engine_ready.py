@@ -1,0 +1,153 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: engine_ready
+short_description: Wait until an engine serves a real chat completion
+description:
+  - Polls the engine's health route, then sends a real chat completion with the API key and
+    requires HTTP 200 with generated tokens. C(/health) alone is not readiness: engines answer it
+    before the model can generate, and after a broken model load some still do.
+  - When I(unit) is given, stops early if the systemd unit fails, and returns the journal's tail.
+  - Reports how long the engine took from process start to ready, and the completion's latency.
+version_added: 0.1.0
+author: llmops.serving contributors
+options:
+  url:
+    description: Base URL of the engine, for example C(http://127.0.0.1:8000).
+    type: str
+    required: true
+  model:
+    description: Served model name to request.
+    type: str
+    required: true
+  api_key:
+    description: API key sent as a bearer token.
+    type: str
+  health_path:
+    description: Route polled before the generation (vLLM C(/health), SGLang C(/health)).
+    type: str
+    default: /health
+  prompt:
+    description: Prompt of the probe generation.
+    type: str
+    default: Reply with one word.
+  max_tokens:
+    description: Tokens to generate in the probe.
+    type: int
+    default: 8
+  timeout:
+    description: Seconds to wait in all.
+    type: int
+    default: 600
+  interval:
+    description: Seconds between attempts.
+    type: float
+    default: 2.0
+  unit:
+    description: systemd unit running the engine; its failure ends the wait.
+    type: str
+notes:
+  - Check mode only reports whether the engine answers now, and never fails on it.
+"""
+
+EXAMPLES = r"""
+- name: Wait for vLLM
+  llmops.serving.engine_ready:
+    url: http://127.0.0.1:8000
+    model: qwen3-32b
+    api_key: "{{ serving_api_key }}"
+    unit: llmops-vllm.service
+  no_log: true
+"""
+
+RETURN = r"""
+ready_after_s:
+  description: Seconds this module waited until the generation succeeded.
+  returned: success
+  type: float
+time_to_ready_s:
+  description: Seconds from the unit's process start to ready (when I(unit) is given).
+  returned: success
+  type: float
+latency_s:
+  description: Wall time of the probe chat completion.
+  returned: success
+  type: float
+usage:
+  description: Token usage the engine reported for the probe.
+  returned: success
+  type: dict
+  sample: {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import readiness
+
+
+def unit_state(module, unit):
+    rc, out, _ = module.run_command(["systemctl", "show", "-p", "ActiveState", "-p", "SubState",
+                                     "-p", "ExecMainStartTimestampMonotonic", unit])
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def journal_tail(module, unit, lines=40):
+    _, out, _ = module.run_command(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"])
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            model=dict(type="str", required=True),
+            api_key=dict(type="str", no_log=True),
+            health_path=dict(type="str", default="/health"),
+            prompt=dict(type="str", default="Reply with one word."),
+            max_tokens=dict(type="int", default=8),
+            timeout=dict(type="int", default=600),
+            interval=dict(type="float", default=2.0),
+            unit=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    base = p["url"].rstrip("/")
+    unit = p["unit"]
+
+    def alive():
+        if unit and unit_state(module, unit).get("ActiveState") in ("failed", "inactive"):
+            raise StopWaiting()
+
+    class StopWaiting(Exception):
+        pass
+
+    timeout = 5 if module.check_mode else p["timeout"]
+    try:
+        facts = readiness.wait_ready(base, p["health_path"], p["api_key"], p["model"], p["prompt"],
+                                     p["max_tokens"], timeout, p["interval"], alive=alive)
+    except StopWaiting:
+        module.fail_json(msg="%s stopped while starting; its journal ends with:\n%s" % (unit, journal_tail(module, unit)),
+                         journal=journal_tail(module, unit).splitlines())
+    except readiness.NotReady as e:
+        if module.check_mode:
+            module.exit_json(changed=False, ready=False, msg=str(e))
+        tail = journal_tail(module, unit).splitlines() if unit else []
+        module.fail_json(msg="%s at %s: %s" % (p["model"], base, e), journal=tail)
+    if unit:
+        started = int(unit_state(module, unit).get("ExecMainStartTimestampMonotonic") or 0)
+        if started:
+            facts["time_to_ready_s"] = round(time.monotonic() - started / 1e6, 3)
+    module.exit_json(changed=False, ready=True, **facts)
+
+
+if __name__ == "__main__":
+    main()

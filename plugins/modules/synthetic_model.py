@@ -1,0 +1,123 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: synthetic_model
+short_description: Create a tiny random-weight Qwen-shaped chat model for demos and CI
+description:
+  - Writes a Qwen3ForCausalLM (or Qwen2ForCausalLM) with random weights, a byte-level BPE tokenizer
+    carrying Qwen's special tokens in Qwen's order, and a chat template, as safetensors.
+  - The text it generates is nonsense; the architecture, config, protocol, template and special
+    tokens are real, so engines, clients and checks run their real code paths on it.
+  - The folder is built beside I(path) and swapped in; a marker file records the parameters, so a
+    re-run with the same parameters changes nothing.
+  - Run it with an engine venv's interpreter (it needs torch, transformers and tokenizers).
+version_added: 0.1.0
+author: llmops.serving contributors
+options:
+  path:
+    description: Folder to create (replaced atomically when parameters change).
+    type: path
+    required: true
+  architecture:
+    description: Model class to build.
+    type: str
+    default: Qwen3ForCausalLM
+    choices: [Qwen3ForCausalLM, Qwen2ForCausalLM]
+  vocab_size:
+    description: Tokenizer length and model vocabulary (BPE merges plus Qwen's 26 added tokens).
+    type: int
+    default: 1024
+  layers:
+    description: Number of decoder layers.
+    type: int
+    default: 2
+  max_position_embeddings:
+    description: Longest context the config declares.
+    type: int
+    default: 4096
+  seed:
+    description: Seed for the corpus and the weights; the same seed gives the same model.
+    type: int
+    default: 0
+  chat_template:
+    description: Chat template text stored in C(tokenizer_config.json).
+    type: str
+notes:
+  - Check mode reports whether the model would be (re)built.
+requirements:
+  - torch, transformers and tokenizers on the interpreter running the module
+"""
+
+EXAMPLES = r"""
+- name: Create the demo model with the engine venv's interpreter
+  llmops.serving.synthetic_model:
+    path: /var/lib/llmops/models/qwen3-tiny
+    chat_template: "{{ lookup('ansible.builtin.file', 'qwen3.jinja') }}"
+  vars:
+    ansible_python_interpreter: /opt/llmops/venvs/vllm-0.32.0/bin/python
+"""
+
+RETURN = r"""
+path:
+  description: The model folder.
+  returned: always
+  type: str
+parameters:
+  description: Number of model parameters.
+  returned: when built
+  type: int
+  sample: 92480
+special_token_ids:
+  description: Id of each Qwen special token in this tokenizer.
+  returned: when built
+  type: dict
+  sample: {"<|endoftext|>": 998, "<|im_start|>": 999, "<|im_end|>": 1000}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import synthetic
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            architecture=dict(type="str", default="Qwen3ForCausalLM", choices=sorted(synthetic.ARCHITECTURES)),
+            vocab_size=dict(type="int", default=1024),
+            layers=dict(type="int", default=2),
+            max_position_embeddings=dict(type="int", default=4096),
+            seed=dict(type="int", default=0),
+            chat_template=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    params = dict((k, p[k]) for k in ("architecture", "vocab_size", "layers", "max_position_embeddings", "seed"))
+    params["chat_template_sha256"] = synthetic.params_digest(p["chat_template"] or "")
+    if synthetic.is_current(p["path"], params):
+        marker = synthetic.read_marker(p["path"])
+        module.exit_json(changed=False, path=p["path"], parameters=marker.get("parameters"),
+                         special_token_ids=marker.get("special_token_ids"))
+    if module.check_mode:
+        module.exit_json(changed=True, path=p["path"], msg="would build the synthetic model")
+    if p["vocab_size"] < 256 + len(synthetic.QWEN_SPECIAL_TOKENS):
+        module.fail_json(msg="vocab_size must be at least %d (the 256 byte tokens and Qwen's %d added tokens)"
+                         % (256 + len(synthetic.QWEN_SPECIAL_TOKENS), len(synthetic.QWEN_SPECIAL_TOKENS)))
+    try:
+        marker = synthetic.create(p["path"], params, p["chat_template"])
+    except ImportError as e:
+        module.fail_json(msg="synthetic_model needs torch, transformers and tokenizers: run it with an engine "
+                             "venv's interpreter (%s)" % e)
+    module.exit_json(changed=True, path=p["path"], parameters=marker["parameters"],
+                     special_token_ids=marker["special_token_ids"])
+
+
+if __name__ == "__main__":
+    main()

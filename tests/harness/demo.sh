@@ -1,0 +1,57 @@
+#!/bin/bash
+# make demo / make demo-down: a throwaway systemd host in podman, converged by playbooks/site.yml.
+#   ENGINE=vllm|sglang  DEMO_PORT=18000 (published on 127.0.0.1 only)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
+. "$ROOT/tests/testhost/podman-env.sh"
+NAME=llmops-demo
+PORT=${DEMO_PORT:-18000}
+ENGINE=${ENGINE:-vllm}
+IMAGE=localhost/llmops-testhost-debian12:latest
+D=$LLMOPS_CACHE/demo; mkdir -p "$D" "$LLMOPS_CACHE/uv" "$LLMOPS_CACHE/apt-archives/bookworm/partial"
+
+case ${1:-up} in
+down)
+  podman rm -f -t 5 "$NAME" >/dev/null 2>&1 && echo "removed $NAME" || echo "no $NAME to remove"
+  exit 0;;
+up) ;;
+*) echo "usage: $0 up|down" >&2; exit 2;;
+esac
+
+# A random API key, kept on the controller (0600) and passed as an extra-vars file, not argv.
+umask 077
+[ -s "$D/api_key" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$D/api_key"
+KEY=$(cat "$D/api_key")
+printf 'serving_api_key: "%s"\n' "$KEY" > "$D/secrets.yml"
+umask 022
+
+if ! podman container exists "$NAME"; then
+  podman run -d --name "$NAME" --hostname "$NAME" --systemd always --cap-add SYS_ADMIN \
+    -p "127.0.0.1:$PORT:8000" \
+    -v "$LLMOPS_CACHE/wheelhouse/cpu:/srv/llmops/wheelhouse:ro" \
+    -v "$LLMOPS_CACHE/uv:/var/cache/llmops/uv" \
+    -v "$LLMOPS_CACHE/apt-archives/bookworm:/var/cache/apt/archives" \
+    "$IMAGE" /sbin/init >/dev/null
+elif [ "$(podman inspect -f '{{.State.Running}}' "$NAME")" != true ]; then
+  podman start "$NAME" >/dev/null
+fi
+for _ in $(seq 50); do
+  s=$(podman exec "$NAME" systemctl is-system-running 2>/dev/null || true)
+  case $s in running|degraded) break;; esac; sleep 0.2
+done
+
+start=$(date +%s)
+ENGINE=$ENGINE ansible-playbook -i "$ROOT/inventories/demo" "$ROOT/playbooks/site.yml" -e "@$D/secrets.yml"
+echo "converged in $(( $(date +%s) - start )) s"
+
+cat <<EOT
+
+The demo endpoint is up ($ENGINE, model qwen3-tiny with random weights: answers are nonsense,
+the protocol, chat template and token ids are real). Try:
+
+  curl -s http://127.0.0.1:$PORT/v1/chat/completions \\
+    -H "Authorization: Bearer \$(cat $D/api_key)" -H 'Content-Type: application/json' \\
+    -d '{"model": "qwen3-tiny", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'
+
+Tear it down with: make demo-down
+EOT
