@@ -73,8 +73,12 @@ sanity: tools  ## ansible-test sanity on a copy of the collection
 unit: tools  ## pytest unit tests of module_utils, modules and filters
 	$(BIN)/python -m pytest -q tests/unit
 
+.PHONY: cache-dirs
+cache-dirs:
+	mkdir -p $(LLMOPS_CACHE)/uv $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial
+
 .PHONY: molecule
-molecule: tools images wheelhouse  ## Molecule scenarios (SCENARIOS="default ...")
+molecule: tools images wheelhouse cache-dirs  ## Molecule scenarios (SCENARIOS="default ...")
 	for s in $(SCENARIOS); do $(BIN)/molecule test -s $$s; done
 
 .PHONY: test
@@ -82,7 +86,7 @@ test: lint sanity unit molecule  ## everything CI runs
 
 # ---------------------------------------------------------------- demo
 .PHONY: demo
-demo: tools images wheelhouse  ## serve a tiny Qwen-shaped model on a local throwaway systemd host
+demo: tools images wheelhouse cache-dirs  ## serve a tiny Qwen-shaped model on a local throwaway systemd host
 	ENGINE=$(ENGINE) tests/harness/demo.sh up
 
 .PHONY: demo-down

@@ -11,9 +11,9 @@ short_description: Render an argv list as a systemd ExecStart= value
 version_added: 0.1.0
 author: llmops.serving contributors
 description:
-  - Quotes every argument for systemd's own command-line syntax (not a shell's): double quotes
-    with C-style escapes, C(%) doubled against specifier expansion, C($) doubled against
-    environment expansion.
+  - Quotes every argument for systemd's own command-line syntax (not a shell's). Each argument is
+    double-quoted with C-style escapes, C(%) is doubled against specifier expansion and C($) is
+    doubled against environment expansion.
 positional: _input
 options:
   _input:

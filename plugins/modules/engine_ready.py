@@ -12,8 +12,8 @@ module: engine_ready
 short_description: Wait until an engine serves a real chat completion
 description:
   - Polls the engine's health route, then sends a real chat completion with the API key and
-    requires HTTP 200 with generated tokens. C(/health) alone is not readiness: engines answer it
-    before the model can generate, and after a broken model load some still do.
+    requires HTTP 200 with generated tokens. C(/health) alone is not readiness, since engines answer
+    it before the model can generate, and after a broken model load some still do.
   - When I(unit) is given, stops early if the systemd unit fails, and returns the journal's tail.
   - Reports how long the engine took from process start to ready, and the completion's latency.
 version_added: 0.1.0

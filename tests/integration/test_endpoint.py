@@ -1,0 +1,106 @@
+"""Behaviour of a converged engine host, seen from inside it (testinfra, podman backend).
+
+Shared by the engine scenarios; each sets LLMOPS_ENGINE / LLMOPS_MODEL / LLMOPS_LISTEN /
+LLMOPS_API_KEY in its verifier env to say what it deployed.
+"""
+import json
+import os
+import shlex
+
+import pytest
+
+ENGINE = os.environ.get("LLMOPS_ENGINE", "vllm")
+MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
+LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
+API_KEY = os.environ["LLMOPS_API_KEY"]
+UNIT = "llmops-%s.service" % ENGINE
+OTHER_UNIT = "llmops-%s.service" % ("sglang" if ENGINE == "vllm" else "vllm")
+BASE = "http://%s" % LISTEN
+
+
+def request(host, method, path, body=None, key=API_KEY):
+    """curl inside the host; returns (status, parsed body or text)."""
+    cmd = ["curl", "-s", "-m", "120", "-o", "/tmp/resp", "-w", "%{http_code}", "-X", method, BASE + path]
+    if key:
+        cmd += ["-H", "Authorization: Bearer %s" % key]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    status = int(host.check_output(" ".join(shlex.quote(c) for c in cmd)))
+    text = host.file("/tmp/resp").content_string
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def special_ids(host):
+    marker = host.file("/var/lib/llmops/models/%s/llmops-synthetic.json" % MODEL).content_string
+    return json.loads(marker)["special_token_ids"]
+
+
+def test_unit_active_and_enabled(host):
+    svc = host.service(UNIT)
+    assert svc.is_running
+    assert svc.is_enabled
+
+
+def test_only_one_engine_runs(host):
+    assert not host.service(OTHER_UNIT).is_running
+
+
+def test_runs_as_dedicated_user_without_key_on_command_line(host):
+    pid = host.check_output("systemctl show -p MainPID --value %s" % UNIT)
+    assert host.check_output("ps -o user= -p %s" % pid).strip() == "llmops"
+    cmdline = host.file("/proc/%s/cmdline" % pid).content_string
+    assert API_KEY not in cmdline
+    assert "--api-key" not in cmdline
+
+
+def test_environment_file_is_private(host):
+    env = host.file("/etc/llmops/%s.env" % ENGINE)
+    assert env.mode == 0o640
+    assert env.user == "root" and env.group == "llmops"
+    assert API_KEY in env.content_string
+
+
+def test_listens_on_loopback_only(host):
+    port = LISTEN.rsplit(":", 1)[1]
+    listeners = host.check_output("ss -Hltn 'sport = :%s'" % port).splitlines()
+    addresses = {line.split()[3].rsplit(":", 1)[0] for line in listeners}
+    assert addresses == {"127.0.0.1"}, listeners
+
+
+def test_models_lists_served_name(host):
+    status, body = request(host, "GET", "/v1/models")
+    assert status == 200
+    assert [m["id"] for m in body["data"]] == [MODEL]
+
+
+def test_chat_completion_returns_usage(host):
+    status, body = request(host, "POST", "/v1/chat/completions", {
+        "model": MODEL, "messages": [{"role": "user", "content": "Hello, who are you?"}],
+        "max_tokens": 12, "temperature": 0})
+    assert status == 200, body
+    assert body["model"] == MODEL
+    assert body["usage"]["completion_tokens"] > 0
+    assert body["usage"]["prompt_tokens"] > 0
+    assert body["choices"][0]["finish_reason"] in ("length", "stop")
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key-0123456789"])
+def test_chat_without_valid_key_is_refused(host, key):
+    status, _ = request(host, "POST", "/v1/chat/completions", {
+        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, key=key)
+    assert status == 401
+
+
+def test_engine_applies_chatml_template(host):
+    """The prompt the engine tokenises starts with <|im_start|> as one special token."""
+    ids = special_ids(host)
+    status, body = request(host, "POST", "/tokenize", {
+        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True})
+    assert status == 200, body
+    tokens = body["tokens"]
+    assert tokens[0] == ids["<|im_start|>"]
+    assert tokens.count(ids["<|im_start|>"]) == 2  # user turn + assistant generation prompt
+    assert ids["<|im_end|>"] in tokens
