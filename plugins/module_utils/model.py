@@ -1,0 +1,464 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Model facts from a Hugging Face model folder: config.json, the weights index and the
+safetensors headers (only the headers are read, never the tensors), plus whether an engine version
+knows the architecture. Pure logic, no Ansible objects, no third-party imports.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import struct
+
+GIB = 1024 ** 3
+
+# torch dtype names found in config.json
+DTYPE_BYTES = {
+    "float32": 4, "float": 4, "fp32": 4,
+    "float16": 2, "half": 2, "fp16": 2,
+    "bfloat16": 2, "bf16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+    "int8": 1, "uint8": 1,
+}
+# safetensors header dtypes
+ST_DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1,
+}
+
+# Lowest engine version known to ship each architecture (text models the collection serves, plus
+# their neighbours). Used only when the engine's own registry cannot be read (no venv yet): the
+# registry in the venv is the authority. Sources: the engines' release notes and the Qwen model
+# cards' minimum versions (Qwen3: vllm>=0.8.5, sglang>=0.4.6.post1; Qwen3-Next: vllm>=0.10.2,
+# sglang>=0.5.2).
+ARCH_MIN_VERSION = {
+    "vllm": {
+        "LlamaForCausalLM": "0.1.0",
+        "MistralForCausalLM": "0.2.0",
+        "Qwen2ForCausalLM": "0.3.0",
+        "Qwen2MoeForCausalLM": "0.4.1",
+        "Qwen2VLForConditionalGeneration": "0.6.1",
+        "Qwen2_5_VLForConditionalGeneration": "0.7.2",
+        "Qwen3ForCausalLM": "0.8.5",
+        "Qwen3MoeForCausalLM": "0.8.5",
+        "Qwen3NextForCausalLM": "0.10.2",
+    },
+    "sglang": {
+        "LlamaForCausalLM": "0.1.0",
+        "MistralForCausalLM": "0.1.0",
+        "Qwen2ForCausalLM": "0.1.13",
+        "Qwen2MoeForCausalLM": "0.1.14",
+        "Qwen2VLForConditionalGeneration": "0.3.6",
+        "Qwen2_5_VLForConditionalGeneration": "0.4.3",
+        "Qwen3ForCausalLM": "0.4.6.post1",
+        "Qwen3MoeForCausalLM": "0.4.6.post1",
+        "Qwen3NextForCausalLM": "0.5.2",
+    },
+}
+
+# Printed by the engine venv's python: the archs the installed engine registers (last stdout line).
+REGISTRY_PROBES = {
+    "vllm": (
+        "import json\n"
+        "from vllm.model_executor.models import ModelRegistry as R\n"
+        "print(json.dumps(sorted(R.get_supported_archs())))\n"
+    ),
+    "sglang": (
+        "import json\n"
+        "from sglang.srt.models.registry import ModelRegistry as R\n"
+        "f = getattr(R, 'get_supported_archs', None)\n"
+        "print(json.dumps(sorted(f() if f else R.models.keys())))\n"
+    ),
+}
+
+
+class ModelError(Exception):
+    """Bad or incomplete model folder; the message says what to do."""
+
+
+def parse_version(text):
+    """'0.4.6.post1' -> (0, 4, 6, 1); '0.32.0+cpu' -> (0, 32, 0, 0)."""
+    text = str(text or "").split("+")[0].strip().lstrip("v")
+    post = 0
+    match = re.search(r"\.?post(\d+)$", text)
+    if match:
+        post = int(match.group(1))
+        text = text[:match.start()]
+    nums = [int(n) for n in re.findall(r"\d+", text)[:3]]
+    while len(nums) < 3:
+        nums.append(0)
+    return tuple(nums) + (post,)
+
+
+def _load_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def text_config(config):
+    """Multimodal configs keep the language model's fields under text_config."""
+    merged = dict(config)
+    inner = config.get("text_config")
+    if isinstance(inner, dict):
+        for key, value in inner.items():
+            merged.setdefault(key, value)
+            if key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                       "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+                       "max_position_embeddings", "rope_scaling"):
+                merged[key] = value
+    return merged
+
+
+def config_dtype(config):
+    dtype = config.get("torch_dtype") or config.get("dtype")
+    inner = config.get("text_config")
+    if not dtype and isinstance(inner, dict):
+        dtype = inner.get("torch_dtype") or inner.get("dtype")
+    return str(dtype).replace("torch.", "") if dtype else None
+
+
+def max_context(config):
+    """(limit, source): the longest context the checkpoint is built for, following vLLM's rule:
+    rope scaling multiplies max_position_embeddings (yarn: original_max_position_embeddings) by
+    its factor, except types that already extend it (llama3, longrope/su)."""
+    base = config.get("max_position_embeddings")
+    scaling = config.get("rope_scaling")
+    if not base:
+        return None, "unknown"
+    if isinstance(scaling, dict):
+        kind = scaling.get("rope_type") or scaling.get("type")
+        factor = scaling.get("factor")
+        if kind not in ("su", "longrope", "llama3", "default", "mrope") and factor:
+            origin = base
+            if kind == "yarn" and scaling.get("original_max_position_embeddings"):
+                origin = scaling["original_max_position_embeddings"]
+            return int(origin * float(factor)), "rope_scaling %s x%s" % (kind, factor)
+    return int(base), "max_position_embeddings"
+
+
+def estimate_parameters(config):
+    """Parameter count from the config alone (dense and MoE decoder-only transformers)."""
+    c = text_config(config)
+    hidden = int(c["hidden_size"])
+    layers = int(c["num_hidden_layers"])
+    heads = int(c["num_attention_heads"])
+    kv_heads = int(c.get("num_key_value_heads") or heads)
+    head_dim = int(c.get("head_dim") or hidden // heads)
+    vocab = int(c.get("vocab_size") or 0)
+    inter = int(c.get("intermediate_size") or 0)
+    q_dim, kv_dim = heads * head_dim, kv_heads * head_dim
+    attn = hidden * q_dim + 2 * hidden * kv_dim + q_dim * hidden
+    if c.get("model_type") in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl") or \
+            c.get("attention_bias") or c.get("qkv_bias"):
+        attn += q_dim + 2 * kv_dim
+    if c.get("model_type", "").startswith("qwen3"):
+        attn += 2 * head_dim  # q_norm, k_norm
+    norms = 2 * hidden
+    dense_mlp = 3 * hidden * inter
+    experts = int(c.get("num_experts") or c.get("num_local_experts") or 0)
+    total = 0
+    if experts:
+        moe_inter = int(c.get("moe_intermediate_size") or inter)
+        moe = experts * 3 * hidden * moe_inter + hidden * experts  # experts + router
+        shared = int(c.get("shared_expert_intermediate_size") or 0)
+        if shared:
+            moe += 3 * hidden * shared + hidden  # shared expert + its gate
+        sparse_step = int(c.get("decoder_sparse_step") or 1)
+        mlp_only = set(c.get("mlp_only_layers") or [])
+        for layer in range(layers):
+            sparse = layer not in mlp_only and (layer + 1) % sparse_step == 0
+            total += attn + norms + (moe if sparse else dense_mlp)
+    else:
+        total = layers * (attn + norms + dense_mlp)
+    embed = vocab * hidden
+    total += embed + hidden  # embeddings + final norm
+    if not c.get("tie_word_embeddings", False):
+        total += embed
+    return int(total)
+
+
+def read_safetensors_header(path):
+    """(header dict without __metadata__, header length). Reads only the header."""
+    with open(path, "rb") as handle:
+        raw = handle.read(8)
+        if len(raw) != 8:
+            raise ModelError("%s: not a safetensors file (shorter than 8 bytes)" % path)
+        (length,) = struct.unpack("<Q", raw)
+        if length > 100 * 1024 * 1024:
+            raise ModelError("%s: implausible safetensors header length %d" % (path, length))
+        header = json.loads(handle.read(length).decode("utf-8"))
+    header.pop("__metadata__", None)
+    return header, length
+
+
+def summarize_header(header):
+    params = 0
+    data_bytes = 0
+    end = 0
+    dtypes = {}
+    for name, info in header.items():
+        count = 1
+        for dim in info.get("shape", []):
+            count *= int(dim)
+        params += count
+        start, stop = info.get("data_offsets", [0, 0])
+        data_bytes += int(stop) - int(start)
+        end = max(end, int(stop))
+        dtypes[info.get("dtype")] = dtypes.get(info.get("dtype"), 0) + count
+    return {"parameters": params, "bytes": data_bytes, "data_end": end, "dtypes": dtypes,
+            "tensors": len(header)}
+
+
+def inspect_weights(model_dir, read_headers=True):
+    """Which weight files the folder has, whether they are complete, and what they hold."""
+    result = {"format": None, "index": None, "files": [], "missing": [], "truncated": [],
+              "present": [], "total_size": None, "header_parameters": None, "header_bytes": None,
+              "file_bytes": 0, "status": "absent", "problems": [], "dtypes": {}}
+    if not model_dir or not os.path.isdir(model_dir):
+        result["status"] = "no-folder"
+        return result
+    names = set(os.listdir(model_dir))
+    weight_map = None
+    for index_name, fmt in (("model.safetensors.index.json", "safetensors"),
+                            ("pytorch_model.bin.index.json", "pytorch_bin")):
+        if index_name in names:
+            index = _load_json(os.path.join(model_dir, index_name))
+            weight_map = index.get("weight_map") or {}
+            result["format"] = fmt
+            result["index"] = index_name
+            result["total_size"] = (index.get("metadata") or {}).get("total_size")
+            result["files"] = sorted(set(weight_map.values()))
+            break
+    if weight_map is None:
+        if "model.safetensors" in names:
+            result["format"], result["files"] = "safetensors", ["model.safetensors"]
+        elif "pytorch_model.bin" in names:
+            result["format"], result["files"] = "pytorch_bin", ["pytorch_model.bin"]
+        else:
+            loose = sorted(n for n in names if n.endswith(".safetensors"))
+            if loose:
+                result["format"], result["files"] = "safetensors", loose
+    if not result["files"]:
+        result["status"] = "absent"
+        return result
+    expected_by_file = {}
+    for tensor, filename in (weight_map or {}).items():
+        expected_by_file.setdefault(filename, []).append(tensor)
+    params = 0
+    header_bytes = 0
+    headers_complete = True
+    for filename in result["files"]:
+        path = os.path.join(model_dir, filename)
+        if not os.path.isfile(path):
+            result["missing"].append(filename)
+            headers_complete = False
+            continue
+        size = os.path.getsize(path)
+        result["file_bytes"] += size
+        result["present"].append(filename)
+        if result["format"] != "safetensors" or not read_headers:
+            headers_complete = False
+            if size == 0:
+                result["truncated"].append(filename)
+            continue
+        try:
+            header, length = read_safetensors_header(path)
+        except (ModelError, ValueError) as exc:
+            result["truncated"].append(filename)
+            result["problems"].append(str(exc))
+            headers_complete = False
+            continue
+        info = summarize_header(header)
+        if size < 8 + length + info["data_end"]:
+            result["truncated"].append(filename)
+            result["problems"].append("%s is %d bytes, its header describes %d: truncated download"
+                                      % (filename, size, 8 + length + info["data_end"]))
+        lost = [t for t in expected_by_file.get(filename, []) if t not in header]
+        if lost:
+            result["problems"].append("%s lacks %d tensor(s) the index assigns to it, e.g. %s" % (
+                filename, len(lost), lost[0]))
+            result["truncated"].append(filename)
+        params += info["parameters"]
+        header_bytes += info["bytes"]
+        for dtype, count in info["dtypes"].items():
+            result["dtypes"][dtype] = result["dtypes"].get(dtype, 0) + count
+    if headers_complete and result["format"] == "safetensors":
+        result["header_parameters"] = params
+        result["header_bytes"] = header_bytes
+    if result["format"] == "pytorch_bin" and result["total_size"] and not result["missing"] and \
+            result["file_bytes"] < 0.95 * result["total_size"]:
+        result["problems"].append("the .bin shards hold %d bytes, the index says %d: truncated"
+                                  % (result["file_bytes"], result["total_size"]))
+        result["truncated"] = list(result["present"])
+    result["truncated"] = sorted(set(result["truncated"]))
+    if not result["present"]:
+        result["status"] = "absent"
+    elif result["missing"] or result["truncated"]:
+        result["status"] = "incomplete"
+    else:
+        result["status"] = "complete"
+    return result
+
+
+def engine_support(architecture, engine, engine_version, registry=None, table=None):
+    """{supported: True/False/None, source, min_version}. ``registry``: archs read from the
+    installed engine (authoritative); otherwise the version table (None when unknown)."""
+    if registry is not None:
+        return {"supported": architecture in registry, "source": "registry",
+                "min_version": None}
+    table = ARCH_MIN_VERSION if table is None else table
+    minimum = table.get(engine, {}).get(architecture)
+    if minimum is None:
+        return {"supported": None, "source": "table", "min_version": None}
+    if not engine_version:
+        return {"supported": None, "source": "table", "min_version": minimum}
+    return {"supported": parse_version(engine_version) >= parse_version(minimum),
+            "source": "table", "min_version": minimum}
+
+
+def profiles_supporting(architecture, engine, stack_profiles):
+    """Stack profiles whose pinned version of ``engine`` has the architecture (by the table)."""
+    names = []
+    for name, profile in sorted((stack_profiles or {}).items()):
+        version = ((profile or {}).get("engines") or {}).get(engine, {}).get("version")
+        if version and engine_support(architecture, engine, version)["supported"]:
+            names.append(name)
+    return names
+
+
+def parse_registry_output(out):
+    for line in reversed((out or "").strip().splitlines()):
+        line = line.strip()
+        if line.startswith("["):
+            return json.loads(line)
+    raise ValueError("no JSON list in the registry probe's output")
+
+
+def analyze_model(model_dir=None, config=None, engine=None, engine_version=None, registry=None,
+                  stack_profiles=None, read_headers=True):
+    """Model facts. ``config`` may be given when the folder does not exist yet."""
+    config_path = os.path.join(model_dir, "config.json") if model_dir else None
+    if config is None:
+        if not config_path or not os.path.isfile(config_path):
+            raise ModelError("no config.json in %s: the folder is not a Hugging Face model (set "
+                             "serving_model.source to a model folder or repository)" % model_dir)
+        config = _load_json(config_path)
+    c = text_config(config)
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if not c.get(key):
+            raise ModelError("config.json lacks %s: not a decoder-only transformer this "
+                             "collection can plan for" % key)
+    archs = config.get("architectures") or []
+    heads = int(c["num_attention_heads"])
+    kv_heads = int(c.get("num_key_value_heads") or heads)
+    head_dim_explicit = c.get("head_dim")
+    head_dim = int(head_dim_explicit or int(c["hidden_size"]) // heads)
+    dtype = config_dtype(config)
+    quant = config.get("quantization_config") or c.get("quantization_config")
+    limit, limit_source = max_context(c)
+    weights = inspect_weights(model_dir, read_headers) if model_dir else \
+        {"status": "no-folder", "format": None, "files": [], "missing": [], "truncated": [],
+         "present": [], "total_size": None, "header_parameters": None, "header_bytes": None,
+         "file_bytes": 0, "problems": [], "dtypes": {}, "index": None}
+    dbytes = DTYPE_BYTES.get(dtype or "", 2)
+    estimate = estimate_parameters(config)
+    if weights["header_parameters"]:
+        params, params_source = weights["header_parameters"], "safetensors headers"
+    elif weights["total_size"] and not quant:
+        params, params_source = int(weights["total_size"]) // dbytes, "index total_size / dtype"
+    else:
+        params, params_source = estimate, "estimated from config"
+    if weights["header_bytes"]:
+        wbytes, wbytes_source = weights["header_bytes"], "safetensors headers"
+    elif weights["total_size"]:
+        wbytes, wbytes_source = int(weights["total_size"]), "index metadata.total_size"
+    elif weights["status"] == "complete" and weights["file_bytes"]:
+        wbytes, wbytes_source = weights["file_bytes"], "file sizes"
+    else:
+        wbytes, wbytes_source = params * dbytes, "parameters x dtype bytes"
+    facts = {
+        "model_dir": model_dir,
+        "architecture": archs[0] if archs else None,
+        "architectures": archs,
+        "model_type": c.get("model_type"),
+        "num_hidden_layers": int(c["num_hidden_layers"]),
+        "hidden_size": int(c["hidden_size"]),
+        "intermediate_size": int(c.get("intermediate_size") or 0),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "head_dim_source": "config head_dim" if head_dim_explicit else "hidden_size / heads",
+        "vocab_size": int(c.get("vocab_size") or 0),
+        "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
+        "num_experts": int(c.get("num_experts") or c.get("num_local_experts") or 0),
+        "dtype": dtype,
+        "dtype_bytes": dbytes,
+        "quantization": (quant or {}).get("quant_method") if isinstance(quant, dict) else None,
+        "max_position_embeddings": c.get("max_position_embeddings"),
+        "rope_scaling": c.get("rope_scaling"),
+        "max_context": limit,
+        "max_context_source": limit_source,
+        "sliding_window": c.get("sliding_window") if c.get("use_sliding_window") else None,
+        "parameter_count": int(params),
+        "parameter_count_source": params_source,
+        "parameter_count_estimate": estimate,
+        "weight_bytes": int(wbytes),
+        "weight_bytes_source": wbytes_source,
+        "weights": weights,
+        "needs_conversion": weights["format"] == "pytorch_bin",
+    }
+    if engine:
+        support = engine_support(facts["architecture"], engine, engine_version, registry)
+        others = profiles_supporting(facts["architecture"], engine, stack_profiles)
+        support.update({"engine": engine, "version": engine_version,
+                        "profiles_supporting": others})
+        facts["engine_support"] = support
+    return facts
+
+
+def model_errors(facts, require_weights=False):
+    """Messages that must stop the play: missing or truncated shards, unsupported arch."""
+    errors = []
+    weights = facts["weights"]
+    if weights["status"] == "incomplete" or (require_weights and weights["status"] != "complete"):
+        if weights["missing"]:
+            errors.append("model folder %s is missing weight file(s) %s named in %s: re-run the "
+                          "model_weights role (or fetch them) before serving" % (
+                              facts["model_dir"], ", ".join(weights["missing"]),
+                              weights["index"] or "the folder"))
+        if weights["truncated"]:
+            errors.append("truncated or damaged weight file(s) %s (%s): delete and fetch them "
+                          "again" % (", ".join(weights["truncated"]),
+                                     "; ".join(weights["problems"]) or "empty"))
+        if not weights["missing"] and not weights["truncated"]:
+            errors.append("no weight files in %s (status %s)" % (facts["model_dir"],
+                                                                 weights["status"]))
+    support = facts.get("engine_support")
+    if support and support["supported"] is False:
+        others = support.get("profiles_supporting") or []
+        if support["source"] == "registry":
+            why = "the installed %s %s does not register it" % (
+                support["engine"], support["version"])
+        else:
+            why = "%s supports it from %s on, the stack pins %s" % (
+                support["engine"], support["min_version"], support["version"])
+        errors.append("architecture %s is not supported by %s %s (%s): set serving_stack to a "
+                      "profile with a newer %s%s" % (
+                          facts["architecture"], support["engine"], support["version"], why,
+                          support["engine"],
+                          (" (" + ", ".join(others) + ")") if others else
+                          " (no profile in serving_stacks_file has one yet)"))
+    return errors
+
+
+def model_summary_line(facts):
+    return "%s (%s): %d layers, %d heads / %d KV heads x head_dim %d, %s, %.2fB params, " \
+        "%.2f GiB weights (%s), context %s (%s)" % (
+            facts["architecture"], facts["model_type"], facts["num_hidden_layers"],
+            facts["num_attention_heads"], facts["num_key_value_heads"], facts["head_dim"],
+            facts["dtype"], facts["parameter_count"] / 1e9, facts["weight_bytes"] / float(GIB),
+            facts["weights"]["status"], facts["max_context"], facts["max_context_source"])

@@ -1,0 +1,475 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Serving plan: does the model fit the GPUs at the requested tensor parallelism, context length
+and memory fraction, and how many tokens of KV cache are left? Pure arithmetic, no Ansible.
+
+KV cache per token and GPU (GQA; the field report's ``2 x layers x hidden x dtype`` is wrong):
+    2 (K and V) x layers x kv_heads_per_rank x head_dim x kv_dtype_bytes
+    kv_heads_per_rank = max(1, kv_heads // tp)  (vLLM replicates KV heads when tp > kv_heads)
+
+How vLLM (V1 engine, 0.8 up to at least 0.26) budgets one GPU, read from its startup lines
+("Model loading took X GiB", "Available KV cache memory: Y GiB", "GPU KV cache size: N tokens"):
+    available_kv = cuda_total x gpu_memory_utilization - weights - activation_peak - non_torch
+    tokens       = floor(available_kv / (block_size x kv_bytes_per_token)) x block_size
+cuda_total is cudaMemGetInfo's total (what torch sees): NVML's total minus the memory the driver
+reserves (nvidia-smi "Reserved", NVML memory v2). Measured on H200: NVML 150754820096 - reserved
+644939776 = 150109880320 = torch.cuda.mem_get_info()[1], exactly (tests/fixtures/gpu/h200-x2-live). CUDA-graph memory is logged but not subtracted in
+these versions; ``BUDGET_RULES`` keys that by version so a later engine can change it.
+
+The reserve terms when the real available KV memory is not given (``available_kv_bytes``), each
+with its assumption and source:
+  * weights: the checkpoint's bytes (safetensors headers or index total_size) / tp, plus the rotary
+    cos/sin cache (max_context x head_dim x 4 bytes). Source: vLLM logged 61.04 GiB for
+    Qwen2.5-32B whose index says 61.03 GiB (testing.md).
+  * activation peak: the larger of (a) the forward pass of the profiling run at
+    max_num_batched_tokens T: during the MLP the residual, the normed input, gate_up (2 x I/tp),
+    the activated half (I/tp) and the output are live: T x act_bytes x (3 x hidden + 3 x I/tp)
+    (vLLM's fused SiluAndMul; measured on H200 in eager PyTorch with an unfused silu, the peak was
+    this plus the one extra I-sized temporary: tests/fixtures/gpu/h200-x2-live/torch.json);
+    for MoE, I is replaced by experts_per_token x moe_intermediate_size; and (b) the sampler's
+    dummy run over min(max_num_seqs, T) rows of the vocabulary: logits in the model dtype plus
+    their fp32 copy, S x vocab x (act_bytes + 4). T and S are vLLM's own defaults for
+    ``vllm serve`` unless given: 8192 / 1024 on GPUs with >= 70 GiB that are not A100, else
+    2048 / 256 (vLLM engine/arg_utils.py, usage context OPENAI_API_SERVER). Source: the vLLM
+    profile_run (dummy forward at max_num_batched_tokens, then the dummy sampler run).
+  * non-torch memory: CUDA/cuBLAS workspaces and lazily loaded kernel modules on one GPU
+    (NON_TORCH_BASE), NCCL buffers growing with the number of peers (NCCL_PER_PEER), and with
+    tp > 1, CUDA graphs and the custom all-reduce the extra buffers of that all-reduce
+    (CUSTOM_ALLREDUCE). These three are calibrated on the only real data we have, vLLM 0.26 on
+    H200 with Qwen2.5-32B (testing.md): TP1 62.95 GiB available, TP2 93.25 GiB per GPU, TP2 with
+    --enforce-eager --disable-custom-all-reduce 93.99 GiB; see CALIBRATION below.
+SGLang budgets differently: --mem-fraction-static of the memory free after its CUDA context and
+NCCL start covers weights and the KV pool; activations and CUDA graphs live in the remainder, so:
+    kv_pool = (cuda_total - non_torch) x mem_fraction_static - weights   (page size 1)
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.llmops.serving.plugins.module_utils.gpu import driver_branch
+from ansible_collections.llmops.serving.plugins.module_utils.model import parse_version
+
+GIB = 1024 ** 3
+
+KV_DTYPE_BYTES = {
+    "auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
+}
+
+# Calibrated terms (GiB); see the module docstring.
+NON_TORCH_BASE = 0.33
+NCCL_PER_PEER = 0.11
+CUSTOM_ALLREDUCE = 0.74
+SGLANG_NON_TORCH = 0.75
+
+# Engine behaviours that change between versions: first version -> rule (the last rule whose
+# version is <= the engine's applies).
+BUDGET_RULES = {
+    "vllm": [
+        ("0.0.0", {"cudagraph_in_budget": False, "block_size": 16,
+                   "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256)}),
+    ],
+    "sglang": [
+        ("0.0.0", {"cudagraph_in_budget": False, "block_size": 1}),
+    ],
+}
+
+# testing.md, vLLM 0.26.0 on one/two H200 (cudaMemGetInfo total 139.80 GiB, measured),
+# Qwen2.5-32B-Instruct bf16, --gpu-memory-utilization 0.9, default T/S (8192 / 1024). Solving
+# total x 0.9 - weights - activation - non_torch = available for each run gives non-torch
+# 0.33 GiB at TP1, 0.44 GiB at TP2 eager (so NCCL ~0.11 GiB per peer) and 1.18 GiB at TP2 with
+# CUDA graphs and the custom all-reduce (+0.74 GiB). unit tests pin the three runs.
+CALIBRATION = [
+    {"tp": 1, "eager": False, "available_gib": 62.95, "tokens": 257840},
+    {"tp": 2, "eager": False, "available_gib": 93.25, "tokens": 763888},
+    {"tp": 2, "eager": True, "available_gib": 93.99, "tokens": 769936},
+]
+
+
+class PlanError(Exception):
+    """The plan cannot work; the message has the numbers and the fixes."""
+
+
+def rule_for(engine, version):
+    rules = BUDGET_RULES.get(engine) or BUDGET_RULES["vllm"]
+    chosen = rules[0][1]
+    if version:
+        for first, rule in rules:
+            if parse_version(version) >= parse_version(first):
+                chosen = rule
+    return chosen
+
+
+def gib(value):
+    return value / float(GIB)
+
+
+def kv_heads_per_rank(kv_heads, tp):
+    return max(1, int(kv_heads) // int(tp))
+
+
+def kv_bytes_per_token(layers, kv_heads, head_dim, tp, kv_dtype_bytes):
+    """Bytes of K and V one token occupies on each GPU."""
+    return 2 * int(layers) * kv_heads_per_rank(kv_heads, tp) * int(head_dim) * int(kv_dtype_bytes)
+
+
+def resolve_kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes):
+    kv_cache_dtype = (kv_cache_dtype or "auto").lower()
+    if kv_cache_dtype not in KV_DTYPE_BYTES:
+        raise PlanError("unknown kv cache dtype %r (auto, bfloat16, float16, fp8, fp8_e4m3, "
+                        "fp8_e5m2)" % kv_cache_dtype)
+    value = KV_DTYPE_BYTES[kv_cache_dtype]
+    if value is None:
+        # auto: the model's dtype; quantized checkpoints still keep a 16-bit cache
+        value = max(2, min(4, int(model_dtype_bytes or 2)))
+    return value
+
+
+def valid_tp_sizes(heads, kv_heads, limit):
+    """TP sizes vLLM accepts: heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0)."""
+    sizes = []
+    for tp in range(1, max(1, int(limit)) + 1):
+        if heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0):
+            sizes.append(tp)
+    return sizes
+
+
+def scheduler_defaults(engine, version, gpu_name, gpu_bytes):
+    """(max_num_batched_tokens, max_num_seqs) that ``vllm serve`` picks when not told."""
+    rule = rule_for(engine, version)
+    big = gpu_bytes >= 70 * GIB and "a100" not in (gpu_name or "").lower()
+    return rule.get("large_gpu_defaults" if big else "small_gpu_defaults", (2048, 256))
+
+
+def reserve_terms(model, tp, batched_tokens, num_seqs, engine="vllm", enforce_eager=False,
+                  custom_all_reduce=True):
+    """Activation peak and non-torch memory on each GPU, in bytes, with their parts."""
+    act_bytes = 4 if int(model.get("dtype_bytes") or 2) >= 4 else 2
+    hidden = int(model["hidden_size"])
+    inter = int(model.get("intermediate_size") or 4 * hidden)
+    if model.get("num_experts"):
+        per_token = int(model.get("num_experts_per_tok") or 8)
+        inter = per_token * int(model.get("moe_intermediate_size") or inter)
+    vocab = int(model.get("vocab_size") or 0)
+    tokens = int(batched_tokens)
+    rows = min(int(num_seqs), tokens)
+    forward = tokens * act_bytes * (3 * hidden + 3 * inter // tp)
+    sampler = rows * vocab * (act_bytes + 4)
+    if engine == "sglang":
+        non_torch = (SGLANG_NON_TORCH + NCCL_PER_PEER * (tp - 1)) * GIB
+        return {"activation_bytes": 0, "forward_bytes": forward, "sampler_bytes": sampler,
+                "non_torch_bytes": int(non_torch), "custom_all_reduce_bytes": 0,
+                "note": "SGLang keeps activations and CUDA graphs outside "
+                        "--mem-fraction-static"}
+    non_torch = NON_TORCH_BASE + NCCL_PER_PEER * (tp - 1)
+    extra = CUSTOM_ALLREDUCE if (tp > 1 and custom_all_reduce and not enforce_eager) else 0.0
+    return {"activation_bytes": max(forward, sampler), "forward_bytes": forward,
+            "sampler_bytes": sampler, "non_torch_bytes": int((non_torch + extra) * GIB),
+            "custom_all_reduce_bytes": int(extra * GIB),
+            "note": "activation = max(forward at %d tokens, sampler over %d rows)"
+                    % (tokens, rows)}
+
+
+def weights_per_gpu(model, tp):
+    rope = int(model.get("max_context") or model.get("max_position_embeddings") or 0) * \
+        int(model["head_dim"]) * 4
+    return int(model["weight_bytes"]) // int(tp) + rope
+
+
+def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", version=None,
+             batched_tokens=None, num_seqs=None, available_kv_bytes=None, enforce_eager=False,
+             custom_all_reduce=True, gpu_name=None):
+    """KV capacity on each GPU for one configuration. Returns a dict (no judgement)."""
+    rule = rule_for(engine, version)
+    block = int(rule["block_size"])
+    d_tokens, d_seqs = scheduler_defaults(engine, version, gpu_name, gpu_bytes)
+    batched_tokens = int(batched_tokens or d_tokens)
+    num_seqs = int(num_seqs or d_seqs)
+    per_token = kv_bytes_per_token(model["num_hidden_layers"], model["num_key_value_heads"],
+                                   model["head_dim"], tp, kv_dtype_bytes)
+    weights = weights_per_gpu(model, tp)
+    terms = reserve_terms(model, tp, batched_tokens, num_seqs, engine, enforce_eager,
+                          custom_all_reduce)
+    budget = int(gpu_bytes * float(fraction))
+    if available_kv_bytes:
+        available = int(available_kv_bytes)
+        source = "given (engine log)"
+    elif engine == "sglang":
+        available = int((gpu_bytes - terms["non_torch_bytes"]) * float(fraction)) - weights
+        source = "first principles (SGLang budget)"
+    else:
+        available = budget - weights - terms["activation_bytes"] - terms["non_torch_bytes"]
+        source = "first principles (vLLM budget)"
+    blocks = max(0, available) // (block * per_token)
+    return {
+        "gpu_memory_bytes": int(gpu_bytes),
+        "budget_bytes": budget,
+        "weights_per_gpu_bytes": weights,
+        "activation_bytes": terms["activation_bytes"],
+        "forward_bytes": terms["forward_bytes"],
+        "sampler_bytes": terms["sampler_bytes"],
+        "non_torch_bytes": terms["non_torch_bytes"],
+        "custom_all_reduce_bytes": terms["custom_all_reduce_bytes"],
+        "reserve_note": terms["note"],
+        "max_num_batched_tokens": batched_tokens,
+        "max_num_seqs": num_seqs,
+        "available_kv_bytes": available,
+        "available_kv_source": source,
+        "kv_bytes_per_token": per_token,
+        "kv_heads_per_rank": kv_heads_per_rank(model["num_key_value_heads"], tp),
+        "block_size": block,
+        "kv_blocks": int(blocks),
+        "kv_tokens": int(blocks * block),
+    }
+
+
+def _fits(cap, max_model_len):
+    return cap["available_kv_bytes"] > 0 and cap["kv_tokens"] >= max_model_len
+
+
+def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engine="vllm",
+              engine_version=None, kv_cache_dtype="auto", max_num_seqs=None,
+              max_num_batched_tokens=None, available_kv_bytes=None, enforce_eager=False,
+              custom_all_reduce=True, gpu_name=None, max_concurrency=None,
+              compute_capability=None):
+    """The full plan. Raises PlanError with numbers and fixes when one sequence of
+    ``max_model_len`` tokens cannot fit; otherwise returns the plan with warnings."""
+    tp = int(tp)
+    heads = int(model["num_attention_heads"])
+    kv_heads = int(model["num_key_value_heads"])
+    warnings = []
+    errors = []
+    if not 0 < float(fraction) <= 1:
+        raise PlanError("serving_gpu_memory_fraction must be in (0, 1], got %s" % fraction)
+    sizes = valid_tp_sizes(heads, kv_heads, max(tp, gpu_count or 1, 8))
+    if tp not in sizes:
+        raise PlanError(
+            "serving_tensor_parallel=%d does not divide the model's %d attention heads / %d KV "
+            "heads; valid sizes: %s" % (tp, heads, kv_heads, ", ".join(str(s) for s in sizes)))
+    if gpu_count == 0:
+        raise PlanError("no GPU found on this host: a GPU plan needs NVIDIA GPUs with a working "
+                        "driver (serving_stack cpu serves without them)")
+    if gpu_count is not None and tp > gpu_count:
+        raise PlanError(
+            "serving_tensor_parallel=%d but the host has %d GPU(s): lower serving_tensor_parallel "
+            "to %s or serve on a host with %d GPUs" % (
+                tp, gpu_count, max([s for s in sizes if s <= gpu_count] or [0]), tp))
+    if compute_capability:
+        major = int(str(compute_capability).split(".")[0])
+        if major < 7:
+            raise PlanError("GPU compute capability %s: vLLM and SGLang need 7.0 (Volta) or newer"
+                            % compute_capability)
+        if major < 8 and model.get("dtype") == "bfloat16":
+            warnings.append("compute capability %s has no bfloat16: the engine will cast to "
+                            "float16" % compute_capability)
+    limit = model.get("max_context")
+    if limit and max_model_len > limit:
+        raise PlanError(
+            "serving_max_model_len=%d exceeds what the checkpoint supports: %d (%s). Lower "
+            "serving_max_model_len to %d%s" % (
+                max_model_len, limit, model.get("max_context_source"), limit,
+                "" if model.get("rope_scaling") else
+                ", or add a rope_scaling entry (YaRN) to the model's config.json where the "
+                "model card documents one (Qwen2.5/Qwen3: factor 4 on 32768)"))
+    model_dtype_bytes = model.get("dtype_bytes") or 2
+    kv_bytes = resolve_kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes)
+    common = dict(engine=engine, version=engine_version, batched_tokens=max_num_batched_tokens,
+                  num_seqs=max_num_seqs or max_concurrency, enforce_eager=enforce_eager,
+                  custom_all_reduce=custom_all_reduce, gpu_name=gpu_name)
+    cap = capacity(model, gpu_bytes, tp, fraction, kv_bytes,
+                   available_kv_bytes=available_kv_bytes, **common)
+    kv_tokens = cap["kv_tokens"]
+    longest = min(kv_tokens, limit) if limit else kv_tokens
+    plan = dict(cap)
+    plan.update({
+        "engine": engine,
+        "engine_version": engine_version,
+        "tensor_parallel": tp,
+        "gpu_memory_fraction": float(fraction),
+        "max_model_len": int(max_model_len),
+        "kv_cache_dtype": kv_cache_dtype or "auto",
+        "kv_dtype_bytes": kv_bytes,
+        "sequences_at_max_model_len": kv_tokens // int(max_model_len) if max_model_len else 0,
+        "max_concurrency_ratio": round(kv_tokens / float(max_model_len), 2) if max_model_len
+        else None,
+        "longest_context": int(longest),
+        "requested_concurrency": max_concurrency,
+        "fits": _fits(cap, max_model_len),
+        "valid_tp_sizes": sizes,
+        "notices": warnings,
+    })
+    if not plan["fits"]:
+        plan["fixes"] = suggest_fixes(model, gpu_bytes, gpu_count, tp, max_model_len, fraction,
+                                      kv_cache_dtype, model_dtype_bytes, sizes, cap, common)
+        errors.append(infeasible_message(model, plan))
+    else:
+        if max_concurrency and plan["sequences_at_max_model_len"] < int(max_concurrency):
+            warnings.append(
+                "%d requests of the full %d tokens fit in the KV cache at once; "
+                "serving_max_concurrency=%d is reached only with shorter requests (longer ones "
+                "wait or are preempted)" % (plan["sequences_at_max_model_len"], max_model_len,
+                                            int(max_concurrency)))
+        if engine == "vllm" and tp > 1 and custom_all_reduce and not enforce_eager:
+            warnings.append(
+                "TP %d with CUDA graphs and the custom all-reduce: on hosts without NVLink "
+                "multicast vLLM 0.26 crashed in graph capture (illegal memory access); if startup "
+                "dies there, add --disable-custom-all-reduce and --enforce-eager" % tp)
+    plan["errors"] = errors
+    return plan
+
+
+def suggest_fixes(model, gpu_bytes, gpu_count, tp, max_model_len, fraction, kv_cache_dtype,
+                  model_dtype_bytes, sizes, cap, common):
+    fixes = []
+    kv_bytes = resolve_kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes)
+    for bigger in [s for s in sizes if s > tp]:
+        other = capacity(model, gpu_bytes, bigger, fraction, kv_bytes, **common)
+        if _fits(other, max_model_len):
+            where = "" if gpu_count is None or bigger <= gpu_count else \
+                " (needs a host with %d GPUs; this one has %d)" % (bigger, gpu_count)
+            fixes.append({"variable": "serving_tensor_parallel", "value": bigger,
+                          "text": "raise serving_tensor_parallel to %d: %d KV tokens per GPU%s" % (
+                              bigger, other["kv_tokens"], where)})
+            break
+    if cap["kv_tokens"] > 0:
+        fixes.append({"variable": "serving_max_model_len", "value": cap["kv_tokens"],
+                      "text": "lower serving_max_model_len to %d (the longest context that fits)"
+                              % cap["kv_tokens"]})
+    if kv_bytes > 1:
+        fp8 = capacity(model, gpu_bytes, tp, fraction, 1, **common)
+        if _fits(fp8, max_model_len):
+            fixes.append({"variable": "serving_engine_extra_args", "value": {"kv_cache_dtype": "fp8"},
+                          "text": "use an fp8 KV cache (serving_engine_extra_args: "
+                                  "{kv_cache_dtype: fp8}): %d KV tokens" % fp8["kv_tokens"]})
+    for frac in (0.92, 0.95):
+        if frac > float(fraction):
+            more = capacity(model, gpu_bytes, tp, frac, kv_bytes, **common)
+            if _fits(more, max_model_len):
+                fixes.append({"variable": "serving_gpu_memory_fraction", "value": frac,
+                              "text": "raise serving_gpu_memory_fraction to %.2f: %d KV tokens"
+                                      % (frac, more["kv_tokens"])})
+                break
+    if not fixes:
+        fixes.append({"variable": "serving_model", "value": None,
+                      "text": "serve a smaller or quantized checkpoint, or use GPUs with more "
+                              "memory"})
+    return fixes
+
+
+def infeasible_message(model, plan):
+    if plan["available_kv_bytes"] <= 0:
+        head = ("%s does not fit: weights %.2f GiB per GPU + activation %.2f GiB + non-torch "
+                "%.2f GiB exceed %.2f GiB (%.2f of %.2f GiB) at serving_tensor_parallel=%d" % (
+                    model.get("architecture") or "the model", gib(plan["weights_per_gpu_bytes"]),
+                    gib(plan["activation_bytes"]), gib(plan["non_torch_bytes"]),
+                    gib(plan["budget_bytes"]), plan["gpu_memory_fraction"],
+                    gib(plan["gpu_memory_bytes"]), plan["tensor_parallel"]))
+    else:
+        head = ("one sequence of serving_max_model_len=%d tokens needs %.2f GiB of KV cache per "
+                "GPU (%d bytes/token), only %.2f GiB = %d tokens are left at "
+                "serving_tensor_parallel=%d, serving_gpu_memory_fraction=%.2f (weights %.2f GiB "
+                "per GPU)" % (
+                    plan["max_model_len"],
+                    gib(plan["max_model_len"] * plan["kv_bytes_per_token"]),
+                    plan["kv_bytes_per_token"], gib(plan["available_kv_bytes"]), plan["kv_tokens"],
+                    plan["tensor_parallel"], plan["gpu_memory_fraction"],
+                    gib(plan["weights_per_gpu_bytes"])))
+    return head + ". Fixes: " + "; ".join(f["text"] for f in plan["fixes"])
+
+
+def plan_summary_lines(plan):
+    lines = [
+        "TP %d, %s %s, fraction %.2f of %.2f GiB: weights %.2f GiB/GPU, activation %.2f GiB, "
+        "non-torch %.2f GiB" % (
+            plan["tensor_parallel"], plan["engine"], plan["engine_version"] or "",
+            plan["gpu_memory_fraction"], gib(plan["gpu_memory_bytes"]),
+            gib(plan["weights_per_gpu_bytes"]), gib(plan["activation_bytes"]),
+            gib(plan["non_torch_bytes"])),
+        "KV cache %.2f GiB/GPU (%s) = %d tokens at %d bytes/token (%s, %d KV heads/GPU)" % (
+            gib(max(0, plan["available_kv_bytes"])), plan["available_kv_source"],
+            plan["kv_tokens"], plan["kv_bytes_per_token"], plan["kv_cache_dtype"],
+            plan["kv_heads_per_rank"]),
+        "context %d: %d full-length sequences at once (%.2fx); longest context that fits %d" % (
+            plan["max_model_len"], plan["sequences_at_max_model_len"],
+            plan["max_concurrency_ratio"] or 0, plan["longest_context"]),
+    ]
+    return lines
+
+
+# ------------------------------------------------------------------------------- stack/driver
+def _cuda_tuple(text):
+    nums = [int(n) for n in re.findall(r"\d+", str(text or ""))[:2]]
+    return tuple(nums + [0] * (2 - len(nums)))
+
+
+def check_stack(stack_name, profiles, gpu_count, driver_version=None, cuda_driver_version=None,
+                pci_gpu_count=0):
+    """Driver and GPUs against the stack profile. Returns dict(profile, problems, notes,
+    fitting_profiles); problems are dicts with variable/msg/fix."""
+    profiles = profiles or {}
+    result = {"profile": None, "problems": [], "notes": [], "fitting_profiles": [],
+              "gpu_stack": None}
+    if stack_name not in profiles:
+        result["problems"].append({
+            "check": "profile", "variable": "serving_stack",
+            "msg": "serving_stack %r is not a profile in serving_stacks_file" % stack_name,
+            "fix": "choose one of: %s" % ", ".join(sorted(profiles)),
+        })
+        return result
+    profile = profiles[stack_name] or {}
+    result["profile"] = profile
+    needed = profile.get("driver_branch_min")
+    result["gpu_stack"] = needed is not None
+    branch = driver_branch(driver_version)
+    cuda = _cuda_tuple(cuda_driver_version) if cuda_driver_version else None
+    fitting = []
+    for name, other in sorted(profiles.items()):
+        other_min = (other or {}).get("driver_branch_min")
+        if other_min is None:
+            continue
+        ok = branch is not None and branch >= int(other_min)
+        if ok and cuda and other.get("cuda"):
+            ok = cuda >= _cuda_tuple(other["cuda"])
+        if ok:
+            fitting.append(name)
+    fitting.sort(key=lambda n: _cuda_tuple(profiles[n].get("cuda")), reverse=True)
+    result["fitting_profiles"] = fitting
+    if needed is None:
+        if gpu_count:
+            result["notes"].append("serving_stack %s is CPU-only: the %d GPU(s) stay unused"
+                                   % (stack_name, gpu_count))
+        return result
+    if not gpu_count:
+        if pci_gpu_count:
+            result["notes"].append(
+                "%d NVIDIA GPU(s) on the PCI bus but no working driver: the nvidia_driver role "
+                "installs branch %s for serving_stack %s; the memory plan waits for it"
+                % (pci_gpu_count, needed, stack_name))
+        else:
+            result["problems"].append({
+                "check": "no_gpu", "variable": "serving_stack",
+                "msg": "serving_stack %s needs NVIDIA GPUs (driver branch >= %s, CUDA %s) and this "
+                       "host has none" % (stack_name, needed, profile.get("cuda")),
+                "fix": "set serving_stack: cpu for a CPU host, or run on a GPU host",
+            })
+        return result
+    too_old = branch is None or branch < int(needed)
+    cuda_short = cuda is not None and profile.get("cuda") and cuda < _cuda_tuple(profile["cuda"])
+    if too_old or cuda_short:
+        alternatives = [n for n in fitting if n != stack_name]
+        result["problems"].append({
+            "check": "driver", "variable": "serving_stack",
+            "msg": "driver %s (branch %s, CUDA driver API %s) is too old for serving_stack %s, "
+                   "which needs branch >= %s for CUDA %s" % (
+                       driver_version, branch, cuda_driver_version, stack_name, needed,
+                       profile.get("cuda")),
+            "fix": "%s; or let the nvidia_driver role install branch %s (a reboot; set "
+                   "preflight_allow_driver_change: true)" % (
+                       ("set serving_stack to %s, which this driver runs" %
+                        " or ".join(alternatives)) if alternatives else
+                       "no profile in serving_stacks_file runs on this driver", needed),
+        })
+    return result

@@ -1,0 +1,254 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: model_facts
+short_description: Architecture, shape, size and completeness of a Hugging Face model folder
+version_added: "0.1.0"
+description:
+  - Reads C(config.json) (or O(config) when the folder does not exist yet) and the weights
+    index (C(model.safetensors.index.json), a single C(model.safetensors), or
+    C(pytorch_model.bin[.index.json])).
+  - Reports architecture, layers, attention heads, KV heads, C(head_dim) (the explicit field
+    first, else hidden_size / heads), dtype (C(torch_dtype) or C(dtype)), C(max_position_embeddings),
+    rope scaling and the longest context it allows, the parameter count (from the safetensors
+    headers when the files are there, else the index's C(metadata.total_size) / dtype bytes, else
+    estimated from the config) and the weight bytes.
+  - Checks that every file the index names exists and is as long as its header says; a partly
+    downloaded folder fails with the missing file names. A folder with no weight files yet is
+    reported (status V(absent)) and fails only with O(require_weights=true).
+  - Tells whether the engine version supports the architecture, from the engine's own model
+    registry when O(engine_python) is given and exists, else from a table per engine version.
+  - Reads only headers (never tensors) and changes nothing.
+author:
+  - llmops.serving contributors
+options:
+  path:
+    description:
+      - The model folder.
+    type: path
+  config:
+    description:
+      - The parsed config.json, for planning before the folder exists.
+    type: dict
+  engine:
+    description:
+      - Engine whose support to check.
+    type: str
+    choices: [vllm, sglang]
+  engine_version:
+    description:
+      - Engine version pinned by the stack profile.
+    type: str
+  engine_python:
+    description:
+      - Python of the engine's venv; when it exists, the engine's ModelRegistry is read with it.
+    type: path
+  stack_profiles:
+    description:
+      - The stack profiles (C(serving_stack_profiles)), to name the profiles whose engine version
+        supports the architecture.
+    type: dict
+    default: {}
+  require_weights:
+    description:
+      - Fail unless all weight files are present and complete.
+    type: bool
+    default: false
+  read_headers:
+    description:
+      - Read each safetensors header (parameter count, completeness). Off, only sizes are used.
+    type: bool
+    default: true
+  fail_on_unsupported:
+    description:
+      - Fail when the engine version lacks the architecture.
+    type: bool
+    default: true
+  fail_on_incomplete:
+    description:
+      - Fail when weight files named by the index are missing or truncated (or, with
+        O(require_weights=true), absent).
+    type: bool
+    default: true
+notes:
+  - Supports check mode; the module only reads.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Facts of a downloaded model, checked against the pinned vLLM
+  llmops.serving.model_facts:
+    path: /var/lib/llmops/models/qwen2.5-32b
+    engine: vllm
+    engine_version: 0.11.0
+    engine_python: /opt/llmops/venvs/vllm-0.11.0/bin/python
+    require_weights: true
+  register: __model
+
+- name: Facts from a config alone (weights not fetched yet)
+  llmops.serving.model_facts:
+    config: "{{ lookup('ansible.builtin.file', 'files/qwen3-32b-config.json') | from_json }}"
+    engine: sglang
+    engine_version: 0.5.2
+"""
+
+RETURN = r"""
+model_dir:
+  description: The folder read, null when planning from O(config).
+  returned: always
+  type: str
+architecture:
+  description: First entry of config.json's architectures.
+  returned: always
+  type: str
+  sample: Qwen2ForCausalLM
+num_hidden_layers:
+  description: Decoder layers.
+  returned: always
+  type: int
+  sample: 64
+num_attention_heads:
+  description: Query heads.
+  returned: always
+  type: int
+  sample: 40
+num_key_value_heads:
+  description: KV heads (GQA).
+  returned: always
+  type: int
+  sample: 8
+head_dim:
+  description: Size of one head; head_dim_source says whether config gave it.
+  returned: always
+  type: int
+  sample: 128
+dtype:
+  description: torch_dtype (or dtype) of the checkpoint.
+  returned: always
+  type: str
+  sample: bfloat16
+max_context:
+  description: Longest context the checkpoint supports (max_position_embeddings, scaled by rope
+    scaling where the engine does).
+  returned: always
+  type: int
+  sample: 32768
+parameter_count:
+  description: Parameters; parameter_count_source says how they were counted.
+  returned: always
+  type: int
+  sample: 32763876352
+weight_bytes:
+  description: Bytes the weights take in GPU memory and on disk.
+  returned: always
+  type: int
+  sample: 65527752704
+weights:
+  description: Format, index, files, missing, truncated, status (complete, incomplete, absent,
+    no-folder).
+  returned: always
+  type: dict
+engine_support:
+  description: supported (true, false, null when unknown), source (registry or table),
+    min_version and the stack profiles that support it.
+  returned: when engine is set
+  type: dict
+summary:
+  description: One human-readable line.
+  returned: always
+  type: str
+errors:
+  description: Missing or truncated weight files and an unsupported architecture, whether or not
+    they failed the module.
+  returned: always
+  type: list
+  elements: str
+notices:
+  description: Registry probe failures and the like.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils.model import (
+    REGISTRY_PROBES,
+    ModelError,
+    analyze_model,
+    model_errors,
+    model_summary_line,
+    parse_registry_output,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path"),
+            config=dict(type="dict"),
+            engine=dict(type="str", choices=["vllm", "sglang"]),
+            engine_version=dict(type="str"),
+            engine_python=dict(type="path"),
+            stack_profiles=dict(type="dict", default={}),
+            require_weights=dict(type="bool", default=False),
+            read_headers=dict(type="bool", default=True),
+            fail_on_unsupported=dict(type="bool", default=True),
+            fail_on_incomplete=dict(type="bool", default=True),
+        ),
+        required_one_of=[["path", "config"]],
+        supports_check_mode=True,
+    )
+    params = module.params
+    warnings = []
+    registry = None
+    python = params["engine_python"]
+    if params["engine"] and python and os.path.exists(python):
+        rc, out, err = module.run_command([python, "-c", REGISTRY_PROBES[params["engine"]]])
+        if rc == 0:
+            try:
+                registry = parse_registry_output(out)
+            except ValueError as exc:
+                warnings.append("engine registry probe: %s" % exc)
+        else:
+            warnings.append("could not read %s's model registry with %s (rc %s): %s; using the "
+                            "version table" % (params["engine"], python, rc,
+                                               (err or out).strip()[-300:]))
+    path = params["path"] if params["path"] and os.path.isdir(params["path"]) else None
+    if params["path"] and not path and not params["config"]:
+        module.fail_json(msg="model folder %s does not exist and no config was given"
+                             % params["path"])
+    try:
+        facts = analyze_model(path, config=params["config"] if not path else None,
+                              engine=params["engine"], engine_version=params["engine_version"],
+                              registry=registry, stack_profiles=params["stack_profiles"],
+                              read_headers=params["read_headers"])
+    except (ModelError, ValueError, KeyError) as exc:
+        module.fail_json(msg="model facts: %s" % exc)
+    facts["summary"] = model_summary_line(facts)
+    facts["notices"] = warnings
+    errors = model_errors(facts, require_weights=params["require_weights"])
+    facts["errors"] = errors
+    fatal = [e for e in errors
+             if (params["fail_on_unsupported"] if e.startswith("architecture")
+                 else params["fail_on_incomplete"])]
+    if fatal:
+        module.fail_json(msg=" | ".join(fatal), **facts)
+    module.exit_json(changed=False, **facts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+# -*- coding: utf-8 -*-
+"""serving_plan against real vLLM figures (testing.md: vLLM 0.26, Qwen2.5-32B-Instruct on H200,
+--gpu-memory-utilization 0.9) and the bad inputs the issue lists."""
+import json
+import os
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import model as M
+from ansible_collections.llmops.serving.plugins.module_utils import plan as P
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+
+
+def live_gpu():
+    """CUDA-usable memory of one H200 as recorded on the real machine (NVML total - reserved)."""
+    with open(os.path.join(FIX, "gpu", "h200-x2-live", "nvml.json")) as handle:
+        mem = json.load(handle)["gpus"][0]["mem_v2"]
+    return mem["total"] - mem["reserved"]
+
+
+H200 = live_gpu()
+Q25 = M.analyze_model(os.path.join(FIX, "qwen", "Qwen2.5-32B-Instruct"))
+Q3 = M.analyze_model(os.path.join(FIX, "qwen", "Qwen3-4B"))
+
+# real vLLM 0.26 startup lines (testing.md)
+REAL = {
+    "tp1": {"available_gib": 62.95, "tokens": 257840, "weights_gib": 61.04},
+    "tp2": {"available_gib": 93.25, "tokens": 763888},
+    "tp2_eager": {"available_gib": 93.99, "tokens": 769936},
+}
+
+
+def within(value, target, rel):
+    return abs(value - target) <= rel * target
+
+
+def h200_plan(tp, **kw):
+    kw.setdefault("gpu_name", "NVIDIA H200")
+    return P.make_plan(Q25, H200, 2, tp, 32768, 0.9, "vllm", "0.26.0", **kw)
+
+
+# ------------------------------------------------------------------------ arithmetic
+def test_kv_bytes_per_token_is_gqa_not_hidden_size():
+    assert P.kv_bytes_per_token(64, 8, 128, 1, 2) == 262144          # Qwen2.5-32B, bf16
+    assert P.kv_bytes_per_token(64, 8, 128, 2, 2) == 131072          # heads split across 2 GPUs
+    assert P.kv_bytes_per_token(64, 8, 128, 1, 1) == 131072          # fp8 halves it
+    assert P.kv_bytes_per_token(64, 8, 128, 16, 2) == 2 * 64 * 1 * 128 * 2  # replicated KV head
+    # the field report's formula would be 2 x layers x hidden x dtype = 1310720 bytes
+    assert P.kv_bytes_per_token(64, 8, 128, 1, 2) * 5 == 2 * 64 * 5120 * 2
+
+
+def test_explicit_head_dim_drives_the_kv_size():
+    plan = P.make_plan(Q3, H200, 1, 1, 40960, 0.9, "vllm", "0.26.0")
+    assert plan["kv_bytes_per_token"] == 2 * 36 * 8 * 128 * 2  # head_dim 128, not 2560/32 = 80
+
+
+def test_weights_per_gpu_match_vllm_model_loading():
+    assert within(P.gib(h200_plan(1)["weights_per_gpu_bytes"]), REAL["tp1"]["weights_gib"], 0.001)
+    assert within(P.gib(h200_plan(2)["weights_per_gpu_bytes"]), REAL["tp1"]["weights_gib"] / 2,
+                  0.002)
+
+
+def test_given_available_kv_memory_reproduces_vllm_tokens_within_3_percent():
+    for key, tp in (("tp1", 1), ("tp2", 2), ("tp2_eager", 2)):
+        real = REAL[key]
+        plan = h200_plan(tp, available_kv_bytes=int(real["available_gib"] * GIB))
+        assert plan["available_kv_source"].startswith("given")
+        assert plan["kv_tokens"] % 16 == 0
+        assert within(plan["kv_tokens"], real["tokens"], 0.03), (key, plan["kv_tokens"])
+    # the rounding is vLLM's: 62.95 GiB / 256 KiB per token = 257843.2 -> 257840 whole blocks
+    assert h200_plan(1, available_kv_bytes=int(62.95 * GIB))["kv_tokens"] == 257840
+
+
+@pytest.mark.parametrize("key,tp,eager", [("tp1", 1, False), ("tp2", 2, False),
+                                          ("tp2_eager", 2, True)])
+def test_first_principles_within_10_percent_of_vllm(key, tp, eager):
+    plan = h200_plan(tp, enforce_eager=eager, custom_all_reduce=not eager)
+    assert plan["available_kv_source"].startswith("first principles")
+    assert within(plan["kv_tokens"], REAL[key]["tokens"], 0.10)
+    # the calibration itself: the reserve terms were fitted on these three runs
+    assert within(plan["kv_tokens"], REAL[key]["tokens"], 0.01)
+
+
+def test_vllm_defaults_depend_on_the_gpu():
+    assert P.scheduler_defaults("vllm", "0.26.0", "NVIDIA H200", H200) == (8192, 1024)
+    assert P.scheduler_defaults("vllm", "0.26.0", "NVIDIA A100-SXM4-80GB", 80 * GIB) == (2048, 256)
+    assert P.scheduler_defaults("vllm", "0.26.0", "NVIDIA GeForce RTX 4090", 24 * GIB) == (2048, 256)
+
+
+def test_activation_terms_scale_with_batch_and_tp():
+    small = h200_plan(1, max_num_batched_tokens=2048, max_num_seqs=256)
+    big = h200_plan(1)
+    assert big["forward_bytes"] == 4 * small["forward_bytes"]
+    assert big["kv_tokens"] < small["kv_tokens"]
+    assert h200_plan(2)["forward_bytes"] < big["forward_bytes"]
+
+
+def test_fp8_kv_doubles_capacity():
+    base = h200_plan(1)
+    fp8 = h200_plan(1, kv_cache_dtype="fp8")
+    assert fp8["kv_bytes_per_token"] * 2 == base["kv_bytes_per_token"]
+    assert abs(fp8["kv_tokens"] - 2 * base["kv_tokens"]) <= 16
+
+
+def test_concurrency_and_longest_context():
+    plan = h200_plan(1, max_concurrency=64)
+    assert plan["sequences_at_max_model_len"] == plan["kv_tokens"] // 32768
+    assert plan["longest_context"] == 32768  # capped by max_position_embeddings
+    assert any("serving_max_concurrency=64" in n for n in plan["notices"])
+    assert plan["max_num_seqs"] == 64  # serving_max_concurrency becomes max_num_seqs
+
+
+def test_sglang_budget():
+    plan = P.make_plan(Q25, H200, 2, 1, 32768, 0.85, "sglang", "0.5.23")
+    expected = int((H200 - plan["non_torch_bytes"]) * 0.85) - plan["weights_per_gpu_bytes"]
+    assert plan["available_kv_bytes"] == expected
+    assert plan["block_size"] == 1
+    assert plan["kv_tokens"] == expected // plan["kv_bytes_per_token"]
+
+
+# ------------------------------------------------------------------------------ bad inputs
+def test_model_too_big_for_tp_fails_with_numbers_and_a_tp_fix():
+    rtx = 23.99 * GIB
+    plan = P.make_plan(Q25, rtx, 4, 1, 32768, 0.9, "vllm", "0.26.0",
+                       gpu_name="NVIDIA GeForce RTX 4090")
+    assert plan["fits"] is False
+    message = plan["errors"][0]
+    assert "does not fit" in message and "61.04 GiB" in message
+    tp_fix = [f for f in plan["fixes"] if f["variable"] == "serving_tensor_parallel"][0]
+    # the suggested size really works, and the next smaller valid one does not
+    assert P.make_plan(Q25, rtx, 4, tp_fix["value"], 32768, 0.9, "vllm", "0.26.0",
+                       gpu_name="NVIDIA GeForce RTX 4090")["fits"]
+    assert tp_fix["value"] == 4
+    assert not P.make_plan(Q25, rtx, 4, 2, 32768, 0.9, "vllm", "0.26.0",
+                           gpu_name="NVIDIA GeForce RTX 4090")["fits"]
+    assert "serving_tensor_parallel to 4" in message
+
+
+def test_one_sequence_does_not_fit_offers_tp_context_fp8_and_fraction():
+    plan = P.make_plan(Q25, H200, 2, 1, 32768, 0.5, "vllm", "0.26.0", gpu_name="NVIDIA H200")
+    assert not plan["fits"] and 0 < plan["kv_tokens"] < 32768
+    fixes = dict((f["variable"], f) for f in plan["fixes"])
+    assert fixes["serving_tensor_parallel"]["value"] == 2
+    assert fixes["serving_max_model_len"]["value"] == plan["kv_tokens"] == plan["longest_context"]
+    assert fixes["serving_engine_extra_args"]["value"] == {"kv_cache_dtype": "fp8"}
+    message = plan["errors"][0]
+    assert "8.00 GiB of KV cache" in message and str(plan["kv_tokens"]) in message
+    for variable in ("serving_tensor_parallel", "serving_max_model_len", "kv_cache_dtype: fp8"):
+        assert variable in message
+    # and each suggested fix really fits
+    assert P.make_plan(Q25, H200, 2, 1, plan["kv_tokens"], 0.5, "vllm", "0.26.0",
+                       gpu_name="NVIDIA H200")["fits"]
+    assert P.make_plan(Q25, H200, 2, 1, 32768, 0.5, "vllm", "0.26.0", kv_cache_dtype="fp8",
+                       gpu_name="NVIDIA H200")["fits"]
+
+
+def test_tp_beyond_the_gpus_says_where_it_would_fit():
+    plan = P.make_plan(Q25, 23.99 * GIB, 2, 1, 32768, 0.9, "vllm", "0.26.0")
+    tp_fix = [f for f in plan["fixes"] if f["variable"] == "serving_tensor_parallel"][0]
+    assert "needs a host with 4 GPUs; this one has 2" in tp_fix["text"]
+
+
+def test_context_beyond_max_position_embeddings_names_the_variable():
+    with pytest.raises(P.PlanError) as err:
+        P.make_plan(Q25, H200, 2, 2, 131072, 0.9, "vllm", "0.26.0")
+    text = str(err.value)
+    assert "serving_max_model_len=131072" in text and "32768" in text and "rope_scaling" in text
+    yarn = dict(Q25, rope_scaling={"type": "yarn", "factor": 4.0,
+                                   "original_max_position_embeddings": 32768})
+    yarn["max_context"] = M.max_context(dict(yarn, max_position_embeddings=32768))[0]
+    assert P.make_plan(yarn, H200, 2, 2, 131072, 0.9, "vllm", "0.26.0")["fits"]
+
+
+def test_tp_must_divide_the_heads_and_fit_the_gpus():
+    with pytest.raises(P.PlanError) as err:
+        P.make_plan(Q25, H200, 8, 3, 32768)
+    assert "serving_tensor_parallel=3" in str(err.value) and "1, 2, 4, 8" in str(err.value)
+    with pytest.raises(P.PlanError) as err:
+        P.make_plan(Q25, H200, 2, 4, 32768)
+    assert "host has 2 GPU(s)" in str(err.value) and "to 2" in str(err.value)
+
+
+def test_no_gpu_cannot_plan():
+    with pytest.raises(P.PlanError) as err:
+        P.make_plan(Q25, H200, 0, 1, 32768)
+    assert "no GPU" in str(err.value)
+
+
+def test_old_gpu_is_refused():
+    with pytest.raises(P.PlanError):
+        P.make_plan(Q3, 16 * GIB, 1, 1, 4096, compute_capability="6.0")
+    assert "float16" in P.make_plan(Q3, 16 * GIB, 1, 1, 4096, compute_capability="7.5")[
+        "notices"][0]
+
+
+# -------------------------------------------------------------------------- stack and driver
+PROFILES = {
+    "cpu": {"driver_branch_min": None, "cuda": None},
+    "cuda12.4": {"driver_branch_min": 550, "cuda": "12.4"},
+    "cuda12.8": {"driver_branch_min": 570, "cuda": "12.8"},
+    "cuda13.0": {"driver_branch_min": 580, "cuda": "13.0"},
+}
+
+
+def test_driver_too_old_for_the_stack_names_serving_stack_and_the_fitting_profile():
+    result = P.check_stack("cuda12.8", PROFILES, 8, "560.35.03", "12.6")
+    assert result["fitting_profiles"] == ["cuda12.4"]
+    problem = result["problems"][0]
+    assert problem["check"] == "driver" and problem["variable"] == "serving_stack"
+    assert "branch >= 570" in problem["msg"] and "cuda12.8" in problem["msg"]
+    assert "set serving_stack to cuda12.4" in problem["fix"]
+
+
+def test_driver_older_than_every_profile():
+    problem = P.check_stack("cuda12.4", PROFILES, 1, "535.183.01", "12.2")["problems"][0]
+    assert "no profile" in problem["fix"] and "550" in problem["fix"]
+
+
+def test_h200_driver_runs_every_gpu_profile():
+    result = P.check_stack("cuda12.4", PROFILES, 2, "580.159.04", "13.0")
+    assert result["problems"] == []
+    assert result["fitting_profiles"] == ["cuda13.0", "cuda12.8", "cuda12.4"]
+
+
+def test_gpu_stack_without_gpu_and_cpu_stack():
+    problem = P.check_stack("cuda12.4", PROFILES, 0)["problems"][0]
+    assert problem["check"] == "no_gpu" and "serving_stack: cpu" in problem["fix"]
+    fresh = P.check_stack("cuda12.4", PROFILES, 0, pci_gpu_count=8)
+    assert fresh["problems"] == [] and "no working driver" in fresh["notes"][0]
+    assert P.check_stack("cpu", PROFILES, 0)["problems"] == []
+    assert "unused" in P.check_stack("cpu", PROFILES, 2)["notes"][0]
+
+
+def test_unknown_profile():
+    problem = P.check_stack("cuda11.8", PROFILES, 1)["problems"][0]
+    assert problem["check"] == "profile" and "cuda12.4" in problem["fix"]
