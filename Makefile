@@ -96,3 +96,8 @@ demo-down:  ## remove the demo host
 .PHONY: clean
 clean:  ## remove per-checkout state (not the shared LLMOPS_CACHE)
 	rm -rf .cache $(VENV)
+
+# ---------------------------------------------------------------- development
+.PHONY: converge verify destroy
+converge verify destroy: tools cache-dirs  ## one Molecule step: make converge S=default
+	molecule $@ -s $(or $(S),default)

@@ -93,10 +93,20 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
 
 
+class StopWaiting(Exception):
+    pass
+
+
 def unit_state(module, unit):
-    rc, out, _ = module.run_command(["systemctl", "show", "-p", "ActiveState", "-p", "SubState",
+    rc, out, _ = module.run_command(["systemctl", "show", "-p", "ActiveState", "-p", "SubState", "-p", "NRestarts",
                                      "-p", "ExecMainStartTimestampMonotonic", unit])
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def crashed(state, restarts_at_start):
+    """A unit that failed, stopped, or exited and is waiting for Restart= has crashed."""
+    return (state.get("ActiveState") in ("failed", "inactive") or state.get("SubState") == "auto-restart"
+            or int(state.get("NRestarts") or 0) > restarts_at_start)
 
 
 def journal_tail(module, unit, lines=40):
@@ -123,20 +133,19 @@ def main():
     base = p["url"].rstrip("/")
     unit = p["unit"]
 
-    def alive():
-        if unit and unit_state(module, unit).get("ActiveState") in ("failed", "inactive"):
-            raise StopWaiting()
+    restarts_at_start = int(unit_state(module, unit).get("NRestarts") or 0) if unit else 0
 
-    class StopWaiting(Exception):
-        pass
+    def alive():
+        if unit and crashed(unit_state(module, unit), restarts_at_start):
+            raise StopWaiting()
 
     timeout = 5 if module.check_mode else p["timeout"]
     try:
         facts = readiness.wait_ready(base, p["health_path"], p["api_key"], p["model"], p["prompt"],
                                      p["max_tokens"], timeout, p["interval"], alive=alive)
     except StopWaiting:
-        module.fail_json(msg="%s stopped while starting; its journal ends with:\n%s" % (unit, journal_tail(module, unit)),
-                         journal=journal_tail(module, unit).splitlines())
+        tail = journal_tail(module, unit)
+        module.fail_json(msg="%s exited while starting; its journal ends with:\n%s" % (unit, tail), journal=tail.splitlines())
     except readiness.NotReady as e:
         if module.check_mode:
             module.exit_json(changed=False, ready=False, msg=str(e))

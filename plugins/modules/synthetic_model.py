@@ -17,10 +17,15 @@ description:
     tokens are real, so engines, clients and checks run their real code paths on it.
   - The folder is built beside I(path) and swapped in; a marker file records the parameters, so a
     re-run with the same parameters changes nothing.
-  - Run it with an engine venv's interpreter (it needs torch, transformers and tokenizers).
+  - The build runs in the interpreter named by I(python), an engine venv's, which has torch,
+    transformers and tokenizers; the module itself runs with the host's Python.
 version_added: 0.1.0
 author: llmops.serving contributors
 options:
+  python:
+    description: Interpreter of a venv that has torch, transformers and tokenizers.
+    type: path
+    required: true
   path:
     description: Folder to create (replaced atomically when parameters change).
     type: path
@@ -52,16 +57,15 @@ options:
 notes:
   - Check mode reports whether the model would be (re)built.
 requirements:
-  - torch, transformers and tokenizers on the interpreter running the module
+  - torch, transformers and tokenizers in the venv of I(python)
 """
 
 EXAMPLES = r"""
 - name: Create the demo model with the engine venv's interpreter
   llmops.serving.synthetic_model:
     path: /var/lib/llmops/models/qwen3-tiny
+    python: /opt/llmops/venvs/vllm-0.32.0/bin/python
     chat_template: "{{ lookup('ansible.builtin.file', 'qwen3.jinja') }}"
-  vars:
-    ansible_python_interpreter: /opt/llmops/venvs/vllm-0.32.0/bin/python
 """
 
 RETURN = r"""
@@ -82,12 +86,13 @@ special_token_ids:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import synthetic
+from ansible_collections.llmops.serving.plugins.module_utils import synthetic, venv_runner
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            python=dict(type="path", required=True),
             path=dict(type="path", required=True),
             architecture=dict(type="str", default="Qwen3ForCausalLM", choices=sorted(synthetic.ARCHITECTURES)),
             vocab_size=dict(type="int", default=1024),
@@ -111,10 +116,11 @@ def main():
         module.fail_json(msg="vocab_size must be at least %d (the 256 byte tokens and Qwen's %d added tokens)"
                          % (256 + len(synthetic.QWEN_SPECIAL_TOKENS), len(synthetic.QWEN_SPECIAL_TOKENS)))
     try:
-        marker = synthetic.create(p["path"], params, p["chat_template"])
-    except ImportError as e:
-        module.fail_json(msg="synthetic_model needs torch, transformers and tokenizers: run it with an engine "
-                             "venv's interpreter (%s)" % e)
+        marker = venv_runner.call(module.run_command, p["python"], synthetic, "create",
+                                  dict(path=p["path"], params=params, chat_template=p["chat_template"]))
+    except venv_runner.VenvCallError as e:
+        module.fail_json(msg="building the synthetic model failed; python must be an engine venv's interpreter "
+                             "(with torch, transformers, tokenizers). %s" % e, rc=e.rc)
     module.exit_json(changed=True, path=p["path"], parameters=marker["parameters"],
                      special_token_ids=marker["special_token_ids"])
 

@@ -26,7 +26,7 @@ printf 'serving_api_key: "%s"\n' "$KEY" > "$D/secrets.yml"
 umask 022
 
 if ! podman container exists "$NAME"; then
-  podman run -d --name "$NAME" --hostname "$NAME" --systemd always --cap-add SYS_ADMIN \
+  podman run -d --name "$NAME" --hostname "$NAME" --systemd always --cap-add SYS_ADMIN --shm-size 2g \
     -p "127.0.0.1:$PORT:8000" \
     -v "$LLMOPS_CACHE/wheelhouse/cpu:/srv/llmops/wheelhouse:ro" \
     -v "$LLMOPS_CACHE/uv:/var/cache/llmops/uv" \
