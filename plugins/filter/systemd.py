@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 name: systemd_exec
 short_description: Render an argv list as a systemd ExecStart= value
 version_added: 0.1.0
-author: llmops.serving contributors
+author: llmops.serving maintainers (@llmops)
 description:
   - Quotes every argument for systemd's own command-line syntax (not a shell's). Each argument is
     double-quoted with C-style escapes, C(%) is doubled against specifier expansion and C($) is

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU facts from NVML (nvidia-ml-py) or, as a fallback, from nvidia-smi.
 
 Pure logic, no Ansible objects: callers hand in a ``run_command(argv) -> (rc, out, err)`` callable

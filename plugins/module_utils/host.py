@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Host checks that must pass before anything is installed. Read-only: statvfs, /proc, /sys,
 getrlimit, a bind() test that is closed at once, and commands that only report (mokutil --sb-state,
 systemd-detect-virt). Pure logic, no Ansible objects; every file location is a parameter so the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Model facts from a Hugging Face model folder: config.json, the weights index and the
 safetensors headers (only the headers are read, never the tensors), plus whether an engine version
 knows the architecture. Pure logic, no Ansible objects, no third-party imports.

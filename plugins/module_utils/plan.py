@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Serving plan: does the model fit the GPUs at the requested tensor parallelism, context length
 and memory fraction, and how many tokens of KV cache are left? Pure arithmetic, no Ansible.
 

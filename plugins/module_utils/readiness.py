@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Readiness of an OpenAI-compatible engine, proven by a real generation (stdlib only)."""
 from __future__ import absolute_import, division, print_function
 

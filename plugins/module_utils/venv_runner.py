@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run a function of a module_utils file in another interpreter (an engine venv's).
 
 Why: work that needs torch / transformers / the engine must run with the venv's interpreter, but

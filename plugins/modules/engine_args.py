@@ -28,7 +28,7 @@ description:
     that takes the key from C(LLMOPS_SGLANG_API_KEY) and masks it in the engine's output.
   - Changes nothing on the host; safe in check mode.
 author:
-  - llmops.serving contributors
+  - llmops.serving maintainers (@llmops)
 options:
   engine:
     description: The serving engine.

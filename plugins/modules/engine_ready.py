@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -17,7 +17,7 @@ description:
   - When I(unit) is given, stops early if the systemd unit fails, and returns the journal's tail.
   - Reports how long the engine took from process start to ready, and the completion's latency.
 version_added: 0.1.0
-author: llmops.serving contributors
+author: llmops.serving maintainers (@llmops)
 options:
   url:
     description: Base URL of the engine, for example C(http://127.0.0.1:8000).

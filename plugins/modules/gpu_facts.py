@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -25,7 +25,7 @@ description:
     RV(pci_gpu_count).
   - Changes nothing on the host.
 author:
-  - llmops.serving contributors
+  - llmops.serving maintainers (@llmops)
 options:
   require_gpus:
     description:

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -27,7 +27,7 @@ description:
     registry when O(engine_python) is given and exists, else from a table per engine version.
   - Reads only headers (never tensors) and changes nothing.
 author:
-  - llmops.serving contributors
+  - llmops.serving maintainers (@llmops)
 options:
   path:
     description:

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -20,7 +20,7 @@ description:
   - The build runs in the interpreter named by I(python), an engine venv's, which has torch,
     transformers and tokenizers; the module itself runs with the host's Python.
 version_added: 0.1.0
-author: llmops.serving contributors
+author: llmops.serving maintainers (@llmops)
 options:
   python:
     description: Interpreter of a venv that has torch, transformers and tokenizers.
