@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+# Copyright: (c) 2026, llmops.serving maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render the side-by-side benchmark report (Markdown + PNG plots) from llmops_loadgen results.
+
+    python llmops_report.py --out DIR results-vllm.json results-sglang.json
+
+Plots need matplotlib (pinned in tests/requirements-dev.txt); without it the Markdown is still
+written and says the plots were skipped.
+"""
+import argparse
+import json
+import os
+import sys
+
+ROWS = (
+    ("Requests ok / sent", lambda s: "%d / %d" % (s["ok"], s["requests"])),
+    ("Errors", lambda s: "%d" % s["errors"]),
+    ("Output tokens/s", lambda s: _num(s["output_tokens_per_s"], 1)),
+    ("Requests/s", lambda s: _num(s["requests_per_s"], 2)),
+    ("TTFT P50 / P95 / P99 (ms)", lambda s: _triple(s["ttft_s"])),
+    ("ITL P50 / P95 / P99 (ms)", lambda s: _triple(s["itl_s"])),
+    ("E2E P50 / P95 / P99 (ms)", lambda s: _triple(s["e2e_s"])),
+)
+
+
+def _num(value, digits):
+    return "n/a" if value is None else "%.*f" % (digits, value)
+
+
+def _ms(value):
+    return "n/a" if value is None else "%.0f" % (value * 1000) if value >= 0.1 else "%.1f" % (value * 1000)
+
+
+def _triple(dist):
+    return " / ".join(_ms(dist.get(key)) for key in ("p50", "p95", "p99"))
+
+
+def _gib(value):
+    return "n/a" if not value else "%.2f GiB" % (value / 2 ** 30)
+
+
+def peak_memory(result):
+    """The engine's peak memory: the cgroup's own peak when known, else the sampled one."""
+    memory = result.get("memory") or {}
+    return memory.get("cgroup_peak_bytes") or memory.get("sampled_peak_bytes") or memory.get("rss_peak_bytes")
+
+
+def _label(result):
+    return ("%s %s" % (result["engine"], result.get("engine_version", ""))).strip()
+
+
+def markdown(results, plots):
+    first = results[0]
+    config = first["config"]
+    lines = [
+        "# Benchmark: %s" % " vs ".join(_label(r) for r in results),
+        "",
+        "Same host (`%s`), same model (`%s`). Mixed workload: %s; temperature %s; %d requests at "
+        "concurrency %d%s; Chinese document %d characters. Bounded at %d s per engine."
+        % (first["host"], first["model"],
+           ", ".join("%d%% %s" % (share * 100, kind) for kind, share in config["mix"].items()),
+           config["temperature"], config["requests"], config["concurrency"],
+           ("; max_tokens capped at %d" % config["max_tokens_cap"]) if config.get("max_tokens_cap") else "",
+           config["document_chars"], config["duration_limit_s"]),
+        "",
+        "| metric (mixed workload) | " + " | ".join(_label(r) for r in results) + " |",
+        "|---|" + "---|" * len(results),
+    ]
+    for title, render in ROWS:
+        lines.append("| %s | %s |" % (title, " | ".join(render(r["mixed"]["summary"]) for r in results)))
+    lines.append("| Engine peak memory | %s |" % " | ".join(_gib(peak_memory(r)) for r in results))
+    if len(results) == 2 and peak_memory(results[0]) and peak_memory(results[1]):
+        delta = (peak_memory(results[1]) / float(peak_memory(results[0])) - 1) * 100
+        lines += ["", "%s uses %+.1f%% peak memory against %s." % (_label(results[1]), delta, _label(results[0]))]
+    lines += ["", "## Per request kind (E2E P99 ms, errors)", "",
+              "| kind | " + " | ".join(_label(r) for r in results) + " |", "|---|" + "---|" * len(results)]
+    for kind in config["mix"]:
+        cells = []
+        for r in results:
+            s = r["mixed"]["by_kind"].get(kind)
+            cells.append("%s (%d err)" % (_ms(s["e2e_s"]["p99"]), s["errors"]) if s and s["requests"] else "n/a")
+        lines.append("| %s | %s |" % (kind, " | ".join(cells)))
+    if any(r.get("sweep") for r in results):
+        lines += ["", "## Fixed-concurrency sweep", "",
+                  "| concurrency | " + " | ".join("%s tok/s, E2E P99 ms" % _label(r) for r in results) + " |",
+                  "|---|" + "---|" * len(results)]
+        levels = sorted({p["concurrency"] for r in results for p in r.get("sweep", [])})
+        for level in levels:
+            cells = []
+            for r in results:
+                phase = next((p for p in r.get("sweep", []) if p["concurrency"] == level), None)
+                cells.append("%s, %s" % (_num(phase["summary"]["output_tokens_per_s"], 1), _ms(phase["summary"]["e2e_s"]["p99"]))
+                             if phase else "n/a")
+            lines.append("| %d | %s |" % (level, " | ".join(cells)))
+    errors = [(r["engine"], e) for r in results for e in r["mixed"]["summary"].get("error_samples", [])]
+    if errors:
+        lines += ["", "## Error samples", ""] + ["- %s: `%s`" % pair for pair in errors]
+    lines += [""]
+    if plots:
+        lines += ["## Plots", ""] + ["![%s](%s)" % (name, name) for name in plots] + [""]
+    else:
+        lines += ["(plots skipped: matplotlib is not installed in this Python)", ""]
+    return "\n".join(lines)
+
+
+def plot(results, out_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    written = []
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    width = 0.8 / len(results)
+    for axis, key, title in zip(axes, ("ttft_s", "itl_s", "e2e_s"), ("TTFT", "Inter-token latency", "End-to-end")):
+        for i, r in enumerate(results):
+            dist = r["mixed"]["summary"][key]
+            values = [(dist.get(q) or 0) * 1000 for q in ("p50", "p95", "p99")]
+            axis.bar([x + i * width for x in range(3)], values, width, label=_label(r))
+        axis.set_xticks([x + width * (len(results) - 1) / 2 for x in range(3)])
+        axis.set_xticklabels(["P50", "P95", "P99"])
+        axis.set_title(title)
+        axis.set_ylabel("ms")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "latency.png"), dpi=90)
+    plt.close(fig)
+    written.append("latency.png")
+    if any(r.get("sweep") for r in results):
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for r in results:
+            levels = [p["concurrency"] for p in r.get("sweep", [])]
+            axes[0].plot(levels, [p["summary"]["output_tokens_per_s"] or 0 for p in r["sweep"]], marker="o", label=_label(r))
+            axes[1].plot(levels, [(p["summary"]["e2e_s"]["p99"] or 0) * 1000 for p in r["sweep"]], marker="o", label=_label(r))
+        axes[0].set_title("Output tokens/s by concurrency")
+        axes[1].set_title("E2E P99 (ms) by concurrency")
+        for axis in axes:
+            axis.set_xlabel("concurrency")
+            axis.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "sweep.png"), dpi=90)
+        plt.close(fig)
+        written.append("sweep.png")
+    return written
+
+
+def render(result_files, out_dir, with_plots=True):
+    results = []
+    for path in result_files:
+        with open(path, encoding="utf-8") as handle:
+            results.append(json.load(handle))
+    if not results:
+        raise SystemExit("no results to report")
+    os.makedirs(out_dir, exist_ok=True)
+    plots = plot(results, out_dir) if with_plots else []
+    text = markdown(results, plots)
+    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return text
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="report folder (report.md, *.png)")
+    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("results", nargs="+")
+    args = parser.parse_args(argv)
+    print(render(args.results, args.out, not args.no_plots))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

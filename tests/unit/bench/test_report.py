@@ -1,0 +1,84 @@
+# Copyright: (c) 2026, llmops.serving maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""bench/loadgen/llmops_report.py renders the side-by-side report from recorded results."""
+import copy
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench", "loadgen"))
+import llmops_loadgen as lg  # noqa: E402
+import llmops_report as report  # noqa: E402
+
+
+def _result(engine, version, e2e, memory):
+    records = [{"index": i, "kind": kind, "ok": True, "ttft_s": 0.05 * e2e, "e2e_s": e2e + i * 0.01,
+                "itl": [0.01] * 3, "output_tokens": 4}
+               for i, kind in enumerate(r["kind"] for r in lg.build_workload(10))]
+    records[-1] = {"index": 9, "kind": records[-1]["kind"], "ok": False, "e2e_s": 0.1, "error": "TimeoutError: "}
+    by_kind = {k: lg.summarize([r for r in records if r["kind"] == k], 2.0) for k, _ in lg.MIX}
+    mixed = {"concurrency": 32, "summary": lg.summarize(records, 2.0), "by_kind": by_kind, "records": records}
+    sweep = [{"concurrency": c, "summary": lg.summarize(records[:4], 1.0 * c), "by_kind": {}} for c in (1, 8)]
+    return {"schema": 1, "engine": engine, "engine_version": version, "model": "qwen3-tiny", "host": "h1",
+            "config": {"requests": 10, "concurrency": 32, "seed": 0, "max_tokens_cap": 32, "document_chars": 400,
+                       "temperature": 0.7, "sweep": [1, 8], "sweep_requests": 4, "duration_limit_s": 120,
+                       "mix": dict(lg.MIX)},
+            "mixed": mixed, "sweep": sweep, "memory": {"cgroup_peak_bytes": memory}}
+
+
+@pytest.fixture()
+def results(tmp_path):
+    paths = []
+    for engine, version, e2e, memory in (("vllm", "0.32.0", 0.4, 2 * 2 ** 30), ("sglang", "0.5.23", 0.5, int(2.226 * 2 ** 30))):
+        path = tmp_path / ("%s.json" % engine)
+        path.write_text(json.dumps(_result(engine, version, e2e, memory)), encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+def test_markdown_table_side_by_side(results, tmp_path):
+    text = report.render(results, str(tmp_path / "out"), with_plots=False)
+    assert text.startswith("# Benchmark: vllm 0.32.0 vs sglang 0.5.23")
+    assert "| metric (mixed workload) | vllm 0.32.0 | sglang 0.5.23 |" in text
+    assert "| Requests ok / sent | 9 / 10 | 9 / 10 |" in text
+    assert "| Errors | 1 | 1 |" in text
+    assert "| Engine peak memory | 2.00 GiB | 2.23 GiB |" in text
+    assert "sglang 0.5.23 uses +11.3% peak memory against vllm 0.32.0." in text
+    assert "| 8 |" in text and "TimeoutError" in text
+    assert (tmp_path / "out" / "report.md").read_text(encoding="utf-8") == text
+
+
+def test_sampled_memory_is_the_fallback():
+    result = {"memory": {"cgroup_peak_bytes": None, "sampled_peak_bytes": 5, "rss_peak_bytes": 4}}
+    assert report.peak_memory(result) == 5
+    assert report.peak_memory({"memory": {}}) is None
+
+
+def test_plots_are_png(results, tmp_path):
+    pytest.importorskip("matplotlib")
+    text = report.render(results, str(tmp_path))
+    for name in ("latency.png", "sweep.png"):
+        assert "![%s](%s)" % (name, name) in text
+        with open(tmp_path / name, "rb") as handle:
+            assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_single_engine_report(results, tmp_path):
+    text = report.render(results[:1], str(tmp_path), with_plots=False)
+    assert "| metric (mixed workload) | vllm 0.32.0 |" in text and "peak memory against" not in text
+
+
+def test_no_results_is_an_error(tmp_path):
+    with pytest.raises(SystemExit):
+        report.render([], str(tmp_path))
+
+
+def test_percentiles_in_the_table_are_milliseconds(results, tmp_path):
+    data = json.loads(open(results[0], encoding="utf-8").read())
+    single = copy.deepcopy(data)
+    single["mixed"]["summary"]["e2e_s"] = {"p50": 0.25, "p95": 0.5, "p99": 1.5}
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(single), encoding="utf-8")
+    assert "| E2E P50 / P95 / P99 (ms) | 250 / 500 / 1500 |" in report.render([str(path)], str(tmp_path), with_plots=False)
