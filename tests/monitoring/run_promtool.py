@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+# Copyright: (c) 2026, llmops.serving maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`make monitoring-rules`: render the monitoring role's rules per engine version, then
+`promtool check rules` and `promtool test rules` on them.
+
+Each tests/monitoring/rules/<engine>-<version>.test.yml is run against the rules rendered for that
+engine and version (rule_files: [llmops-engine.yml]). Before promtool runs, every series name the
+test feeds in must exist in tests/fixtures/metrics/<engine>-<version>.txt (scraped from the real
+engine) when that fixture exists, so the tests exercise the names the engine really exports.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import render_rules  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# What the test files assume about the deployment.
+TEST_VARS = {"serving_max_concurrency": 10, "monitoring_ttft_p99_slo_seconds": 0.5}
+
+
+def promtool():
+    candidates = [os.environ.get("PROMTOOL"), shutil.which("promtool"),
+                  os.path.join(os.environ.get("LLMOPS_CACHE", os.path.expanduser("~/.cache/llmops-serving")), "bin", "promtool")]
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    sys.exit("promtool not found: run `make promtool` (or set PROMTOOL)")
+
+
+def series_names(test_file):
+    with open(test_file, encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle)
+    names = set()
+    for case in doc["tests"]:
+        for item in case.get("input_series", []):
+            names.add(re.match(r"^[A-Za-z_:][A-Za-z0-9_:]*", item["series"]).group(0))
+    return names
+
+
+def main():
+    tool = promtool()
+    failures = 0
+    dcgm = render_rules.fixture_names("dcgm-exporter")
+    for name in sorted(os.listdir(os.path.join(HERE, "rules"))):
+        match = re.match(r"^(vllm|sglang)-(\d+(?:\.\d+)*)\.test\.yml$", name)
+        if not match:
+            continue
+        engine, version = match.groups()
+        test_file = os.path.join(HERE, "rules", name)
+        fixture = "%s-%s" % (engine, version)
+        known = (render_rules.fixture_names(fixture) if os.path.exists(os.path.join(render_rules.FIXTURES, fixture + ".txt"))
+                 else set(render_rules.metric_set(engine, version).values()) - {version})
+        unknown = {n for n in series_names(test_file) if n != "up" and n not in known | dcgm}
+        if unknown:
+            print("FAIL %s: series not exported by %s %s: %s" % (name, engine, version, ", ".join(sorted(unknown))))
+            failures += 1
+            continue
+        work = tempfile.mkdtemp(prefix="llmops-rules-")
+        try:
+            with open(os.path.join(work, "llmops-engine.yml"), "w", encoding="utf-8") as handle:
+                handle.write(render_rules.render(engine, version, **TEST_VARS))
+            shutil.copy(test_file, os.path.join(work, "test.yml"))
+            for argv in ([tool, "check", "rules", "llmops-engine.yml"], [tool, "test", "rules", "test.yml"]):
+                proc = subprocess.run(argv, cwd=work, capture_output=True, text=True)
+                print("%s %s %s: %s" % ("ok  " if proc.returncode == 0 else "FAIL", name, argv[1], (proc.stdout + proc.stderr).strip().replace("\n", "\n    ")))
+                failures += proc.returncode != 0
+        finally:
+            shutil.rmtree(work)
+    print("monitoring rules: %s" % ("%d failure(s)" % failures if failures else "all passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
