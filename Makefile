@@ -45,10 +45,22 @@ $(DEPS_ROOT)/.done: meta/collection-deps.txt | $(BIN)/ansible-playbook
 	touch $@
 
 .PHONY: host-packages
-host-packages:  ## podman, runc, debootstrap on this machine (root)
+host-packages: promtool  ## podman, runc, debootstrap, promtool on this machine (root)
 	@command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; }
 	@bash -c '. tests/testhost/podman-env.sh'
+
+# promtool from Debian's `prometheus` package (the same build the monitoring role installs on hosts),
+# unpacked into the cache rather than installed, so no Prometheus daemon starts on this machine.
+PROMTOOL := $(LLMOPS_CACHE)/bin/promtool
+export PROMTOOL
+.PHONY: promtool
+promtool: $(PROMTOOL)  ## promtool (Debian's prometheus package) for the rule tests
+$(PROMTOOL):
+	mkdir -p $(LLMOPS_CACHE)/bin $(LLMOPS_CACHE)/deb
+	cd $(LLMOPS_CACHE)/deb && { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; }
+	dpkg-deb --fsys-tarfile "$$(ls -t $(LLMOPS_CACHE)/deb/prometheus_*.deb | head -n1)" | tar -xO ./usr/bin/promtool > $@.tmp
+	chmod 0755 $@.tmp && mv $@.tmp $@
 
 .PHONY: images
 images: host-packages  ## build the Debian 12/13 systemd test-host images (cached)
@@ -69,6 +81,10 @@ lint: tools  ## yamllint, ansible-lint (production), argument-spec check
 sanity: tools  ## ansible-test sanity on a copy of the collection
 	tests/harness/ansible-test-sanity.sh
 
+.PHONY: monitoring-rules
+monitoring-rules: tools promtool  ## promtool check/test of the monitoring role's rules, per engine version
+	$(BIN)/python tests/monitoring/run_promtool.py
+
 .PHONY: unit
 unit: tools  ## pytest unit tests of module_utils, modules and filters
 	$(BIN)/python -m pytest -q tests/unit
@@ -82,7 +98,7 @@ molecule: tools images wheelhouse cache-dirs  ## Molecule scenarios (SCENARIOS="
 	for s in $(SCENARIOS); do $(BIN)/molecule test -s $$s; done
 
 .PHONY: test
-test: lint sanity unit molecule  ## everything CI runs
+test: lint sanity unit monitoring-rules molecule  ## everything CI runs
 
 # ---------------------------------------------------------------- demo
 .PHONY: demo
