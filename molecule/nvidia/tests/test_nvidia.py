@@ -1,0 +1,182 @@
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""nvidia scenario: the state the nvidia_driver and cuda_toolkit roles leave, and their bad inputs.
+
+llmops-nvidia-1: Debian 13 with Debian's real packages. llmops-nvidia-2: Debian 12 through the NVIDIA
+repository path against a local stand-in repository (tests/fixtures/nvidia_repo).
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+DEBIAN = "llmops-nvidia-1"
+REPO = "llmops-nvidia-2"
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONVERGE = os.path.join(HERE, "..", "converge.yml")
+REPO_VARS = {
+    "nvidia_driver_enabled": True,
+    "cuda_toolkit_enabled": True,
+    "nvidia_driver_source": "nvidia_repo",
+    "nvidia_driver_repo_url": "http://127.0.0.1:8765",
+    "nvidia_driver_repo_key_url": "http://127.0.0.1:8765/debian12/x86_64/llmops-test.pub",
+    "nvidia_driver_fabricmanager": True,
+    "nvidia_driver_dcgm": True,
+    "cuda_toolkit_probe": False,
+}
+
+
+def name(host):
+    return host.backend.get_hostname()
+
+
+def only(host, wanted):
+    if name(host) != wanted:
+        pytest.skip("checked on %s" % wanted)
+
+
+def version(host, pkg):
+    return host.check_output("dpkg-query -W -f='${Version}' %s" % pkg)
+
+
+def holds(host):
+    return set(host.check_output("apt-mark showhold").split())
+
+
+DEBIAN_DRIVER = ["nvidia-open-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"]
+
+
+def test_debian_driver_packages_are_550_and_held(host):
+    only(host, DEBIAN)
+    held = holds(host)
+    for pkg in DEBIAN_DRIVER:
+        assert version(host, pkg).startswith("550.163.01-"), pkg
+        assert pkg in held, pkg
+    # the proprietary module package was not pulled in next to the open one
+    assert not host.package("nvidia-kernel-dkms").is_installed
+
+
+def test_debian_branch_pin(host):
+    only(host, DEBIAN)
+    pin = host.file("/etc/apt/preferences.d/llmops-nvidia-driver").content_string
+    assert "Pin: version 550.*" in pin
+    policy = host.check_output("apt-cache policy nvidia-smi")
+    assert "1001" in policy
+
+
+def test_debian_dkms_registered_not_built(host):
+    only(host, DEBIAN)
+    # the module source is registered with DKMS; no module was built in the container
+    assert host.file("/usr/src/nvidia-550.163.01").is_directory or \
+        host.file("/usr/src/nvidia-current-550.163.01").is_directory or \
+        "nvidia" in host.run("dkms status").stdout
+    assert not host.file("/sys/module/nvidia").exists
+
+
+def test_nouveau_blacklisted(host):
+    f = host.file("/etc/modprobe.d/llmops-blacklist-nouveau.conf")
+    assert "blacklist nouveau" in f.content_string
+
+
+def test_persistenced_enabled(host):
+    assert host.service("nvidia-persistenced").is_enabled
+
+
+def test_cuda_toolkit_124_held(host):
+    only(host, DEBIAN)
+    assert version(host, "nvidia-cuda-toolkit").startswith("12.4.131")
+    assert version(host, "nvidia-cuda-dev").startswith("12.4.127")
+    assert {"nvidia-cuda-toolkit", "nvidia-cuda-dev"} <= holds(host)
+
+
+def test_cuda_home_and_profile(host):
+    link = host.file("/usr/local/cuda")
+    assert link.is_symlink and link.linked_to == "/usr/local/cuda-12.4"
+    env = host.check_output("bash -lc 'echo $CUDA_HOME:$PATH'")
+    assert env.startswith("/usr/local/cuda:/usr/local/cuda/bin:") or "/usr/local/cuda/bin" in env
+
+
+def test_real_nvcc_124_compiles_and_links_the_probe_for_sm90(host):
+    only(host, DEBIAN)
+    out = host.check_output("bash -lc 'nvcc --version'")
+    assert "release 12.4, V12.4.131" in out
+    build = host.run("bash -lc 'cd /tmp && nvcc -arch=sm_90 -o /tmp/probe /opt/llmops/cuda-probe/cuda_probe.cu'")
+    assert build.rc == 0, build.stderr
+    # the binary carries sm_90 code (cuobjdump lists the embedded cubin)
+    objdump = host.run("bash -lc 'cuobjdump --list-elf /tmp/probe'")
+    assert "sm_90" in objdump.stdout, objdump.stdout + objdump.stderr
+    # no GPU here: the CUDA runtime starts, finds no device, and the probe says so (exit 2)
+    run = host.run("/tmp/probe")
+    assert run.rc == 2, run.stdout + run.stderr
+    assert "cuda runtime 12040" in run.stdout
+
+
+def test_repo_source_is_signed_and_points_at_the_mirror(host):
+    only(host, REPO)
+    src = host.file("/etc/apt/sources.list.d/llmops-nvidia-cuda.sources").content_string
+    assert "URIs: http://127.0.0.1:8765/debian12/x86_64/" in src
+    assert "Signed-By: /etc/apt/keyrings/llmops-nvidia-cuda.asc" in src
+    assert host.file("/etc/apt/keyrings/llmops-nvidia-cuda.asc").content_string.startswith(
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----")
+
+
+def test_repo_driver_open_flavour_held(host):
+    only(host, REPO)
+    held = holds(host)
+    for pkg in ("nvidia-driver-550-open", "nvidia-dkms-550-open"):
+        assert version(host, pkg) == "550.163.01-1"
+        assert pkg in held
+    assert not host.package("cuda-drivers-550").is_installed
+
+
+def test_repo_fabricmanager_pinned_to_driver_build(host):
+    only(host, REPO)
+    assert version(host, "nvidia-fabricmanager-550") == version(host, "nvidia-dkms-550-open")
+    assert "nvidia-fabricmanager-550" in holds(host)
+    pin = host.file("/etc/apt/preferences.d/llmops-nvidia-fabricmanager").content_string
+    assert "Pin: version 550.163.01-1" in pin
+    assert host.service("nvidia-fabricmanager").is_enabled
+    assert "After=nvidia-persistenced.service" in host.file(
+        "/etc/systemd/system/nvidia-fabricmanager.service.d/llmops.conf").content_string
+
+
+def test_repo_dcgm_and_toolkit(host):
+    only(host, REPO)
+    assert host.service("nvidia-dcgm").is_enabled
+    assert version(host, "cuda-toolkit-12-4") == "12.4.1-1"
+    assert "cuda-toolkit-12-4" in holds(host)
+    assert host.file("/usr/local/cuda/version.json").contains("12.4.1")
+
+
+# ------------------------------------------------------------------ bad inputs (llmops-nvidia-2)
+def converge(extra):
+    extra = dict(REPO_VARS, **extra)
+    return subprocess.run(
+        ["ansible-playbook", "-i", REPO + ",", "-c", "containers.podman.podman", CONVERGE,
+         "-e", json.dumps(extra)],
+        capture_output=True, text=True, timeout=600)
+
+
+def snapshot(host):
+    return host.check_output(
+        "md5sum /etc/apt/sources.list.d/llmops-nvidia-cuda.sources /etc/apt/keyrings/llmops-nvidia-cuda.asc "
+        "/etc/apt/preferences.d/*; dpkg-query -W | md5sum; apt-mark showhold | md5sum")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"nvidia_driver_branch": 999}, "nvidia_driver_branch 999 is not a branch this role knows"),
+    ({"nvidia_driver_branch": 535}, "Driver branch 535 (nvidia_driver_branch) is too old for CUDA 12.4"),
+    ({"nvidia_driver_repo_url": "http://127.0.0.1:9/mirror"},
+     "NVIDIA's repository http://127.0.0.1:9/mirror/debian12/x86_64 is unreachable"),
+], ids=["unknown-branch", "branch-too-old", "repo-unreachable"])
+def test_bad_input_fails_before_any_change(host, extra, message):
+    only(host, REPO)
+    before = snapshot(host)
+    res = converge(extra)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out[-3000:]
+    assert message in " ".join(out.split()), out[-3000:]
+    # the validate play failed: the roles' play never started
+    assert "Install the NVIDIA driver and the CUDA toolkit" not in out
+    assert snapshot(host) == before
