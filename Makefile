@@ -68,7 +68,7 @@ images: host-packages  ## build the Debian 12/13 systemd test-host images (cache
 
 .PHONY: wheelhouse
 wheelhouse: tools  ## wheelhouse of the locked engine requirements for PROFILE (cached)
-	$(BIN)/ansible-playbook playbooks/wheelhouse.yml -e serving_stack=$(PROFILE) -e wheelhouse_engines='["vllm"]'
+	$(BIN)/ansible-playbook playbooks/wheelhouse.yml -e serving_stack=$(PROFILE) -e '{"wheelhouse_engines": ["vllm", "sglang"]}'
 
 # ---------------------------------------------------------------- checks
 .PHONY: lint

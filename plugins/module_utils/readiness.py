@@ -9,11 +9,8 @@ __metaclass__ = type
 import json
 import time
 
-try:
-    from urllib.request import Request, urlopen
-    from urllib.error import HTTPError, URLError
-except ImportError:  # pragma: no cover - Python 2 targets are not supported, but sanity imports this
-    Request = urlopen = HTTPError = URLError = None
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import open_url
 
 
 class NotReady(Exception):
@@ -23,13 +20,12 @@ class NotReady(Exception):
 def http(method, url, body=None, api_key=None, timeout=30.0):
     """Returns (status, parsed JSON or text, seconds). HTTP errors are returned, not raised."""
     data = None if body is None else json.dumps(body).encode("utf-8")
-    req = Request(url, data=data, method=method)
-    req.add_header("Content-Type", "application/json")
+    headers = {"Content-Type": "application/json"}
     if api_key:
-        req.add_header("Authorization", "Bearer %s" % api_key)
+        headers["Authorization"] = "Bearer %s" % api_key
     start = time.monotonic()
     try:
-        resp = urlopen(req, timeout=timeout)
+        resp = open_url(url, data=data, method=method, headers=headers, timeout=timeout)
         status, raw = resp.getcode(), resp.read()
     except HTTPError as e:
         status, raw = e.code, e.read()
@@ -74,7 +70,7 @@ def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeou
             alive()
         try:
             if health_after is None:
-                status, resp, _ = http("GET", base_url + health_path, timeout=10)
+                status, dummy, dummy2 = http("GET", base_url + health_path, timeout=10)
                 if status != 200:
                     last = "%s answered HTTP %s" % (health_path, status)
                     raise NotReady(last)

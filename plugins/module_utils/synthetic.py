@@ -70,15 +70,15 @@ def corpus(seed=0, sentences=6000):
     """A deterministic multilingual corpus (about 300 kB) for training the BPE merges."""
     rng = random.Random(seed)
     out = []
-    for _ in range(sentences):
+    for dummy in range(sentences):
         kind = rng.random()
         if kind < 0.5:
-            words = [rng.choice(_EN) for _ in range(rng.randint(4, 16))]
+            words = [rng.choice(_EN) for dummy in range(rng.randint(4, 16))]
             out.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", ","]))
         elif kind < 0.8:
-            out.append(u"".join(rng.choice(_ZH) for _ in range(rng.randint(3, 12))) + rng.choice([u"。", u"？", u"，"]))
+            out.append(u"".join(rng.choice(_ZH) for dummy in range(rng.randint(3, 12))) + rng.choice([u"。", u"？", u"，"]))
         else:
-            out.append(" ".join(rng.choice(_CODE) for _ in range(rng.randint(3, 12))))
+            out.append(" ".join(rng.choice(_CODE) for dummy in range(rng.randint(3, 12))))
     return "\n".join(out)
 
 

@@ -98,7 +98,7 @@ class StopWaiting(Exception):
 
 
 def unit_state(module, unit):
-    rc, out, _ = module.run_command(["systemctl", "show", "-p", "ActiveState", "-p", "SubState", "-p", "NRestarts",
+    dummy, out, dummy2 = module.run_command(["systemctl", "show", "-p", "ActiveState", "-p", "SubState", "-p", "NRestarts",
                                      "-p", "ExecMainStartTimestampMonotonic", unit])
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
@@ -110,7 +110,7 @@ def crashed(state, restarts_at_start):
 
 
 def journal_tail(module, unit, lines=40):
-    _, out, _ = module.run_command(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"])
+    dummy, out, dummy2 = module.run_command(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"])
     return out
 
 
@@ -122,7 +122,7 @@ def main():
             api_key=dict(type="str", no_log=True),
             health_path=dict(type="str", default="/health"),
             prompt=dict(type="str", default="Reply with one word."),
-            max_tokens=dict(type="int", default=8),
+            max_tokens=dict(type="int", default=8, no_log=False),
             timeout=dict(type="int", default=600),
             interval=dict(type="float", default=2.0),
             unit=dict(type="str"),

@@ -89,7 +89,7 @@ def test_chat_completion_returns_usage(host):
 
 @pytest.mark.parametrize("key", [None, "wrong-key-0123456789"])
 def test_chat_without_valid_key_is_refused(host, key):
-    status, _ = request(host, "POST", "/v1/chat/completions", {
+    status, dummy = request(host, "POST", "/v1/chat/completions", {
         "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, key=key)
     assert status == 401
 

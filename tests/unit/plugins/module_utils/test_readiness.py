@@ -1,0 +1,93 @@
+"""readiness.wait_ready against a real HTTP server that behaves like a starting engine."""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import readiness
+
+
+class FakeEngine(object):
+    """Health fails for the first `warmup` polls; chat needs the key and returns `tokens` tokens."""
+
+    def __init__(self, warmup=2, tokens=3, chat_status=200):
+        self.warmup, self.tokens, self.chat_status = warmup, tokens, chat_status
+        self.health_calls, self.chat_bodies = 0, []
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def reply(self, status, body):
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self):
+                engine.health_calls += 1
+                self.reply(200 if engine.health_calls > engine.warmup else 503, {})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                engine.chat_bodies.append(body)
+                if self.headers.get("Authorization") != "Bearer key":
+                    return self.reply(401, {"error": "bad key"})
+                if engine.chat_status != 200:
+                    return self.reply(engine.chat_status, {"error": "boom"})
+                self.reply(200, {"model": body["model"], "choices": [{"finish_reason": "length"}],
+                                 "usage": {"prompt_tokens": 5, "completion_tokens": engine.tokens}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def engine(request):
+    e = FakeEngine(**getattr(request, "param", {}))
+    yield e
+    e.close()
+
+
+def test_ready_after_health_then_generation(engine):
+    out = readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 4, timeout=10, interval=0.01)
+    assert engine.health_calls == 3  # two 503s, then 200
+    assert out["usage"]["completion_tokens"] == 3
+    assert out["model"] == "m"
+    assert out["ready_after_s"] >= out["health_after_s"]
+    assert engine.chat_bodies[-1]["max_tokens"] == 4
+
+
+def test_wrong_key_is_not_ready(engine):
+    with pytest.raises(readiness.NotReady, match="HTTP 401"):
+        readiness.wait_ready(engine.url, "/health", "nope", "m", "hi", 4, timeout=0.5, interval=0.05)
+
+
+@pytest.mark.parametrize("engine", [{"tokens": 0}], indirect=True)
+def test_generation_without_tokens_is_not_ready(engine):
+    with pytest.raises(readiness.NotReady, match="generated no tokens"):
+        readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 4, timeout=0.5, interval=0.05)
+
+
+def test_nothing_listening_times_out_with_last_error():
+    with pytest.raises(readiness.NotReady, match="not ready after 0.3s; last: .*(URLError|Connection)"):
+        readiness.wait_ready("http://127.0.0.1:9", "/health", "k", "m", "hi", 1, timeout=0.3, interval=0.05)
+
+
+def test_alive_callback_stops_the_wait(engine):
+    class Crashed(Exception):
+        pass
+
+    def alive():
+        raise Crashed()
+
+    with pytest.raises(Crashed):
+        readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 1, timeout=10, interval=0.01, alive=alive)

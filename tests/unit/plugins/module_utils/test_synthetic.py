@@ -1,0 +1,39 @@
+"""Pure logic of the synthetic model builder (the torch part runs in Molecule)."""
+import os
+
+from ansible_collections.llmops.serving.plugins.module_utils import synthetic
+
+
+def test_corpus_is_deterministic_and_multilingual():
+    a, b = synthetic.corpus(seed=3), synthetic.corpus(seed=3)
+    assert a == b and a != synthetic.corpus(seed=4)
+    assert any(u"\u4e00" <= ch <= u"\u9fff" for ch in a)  # Chinese text for the BPE merges
+    assert "def" in a and "the" in a
+
+
+def test_special_tokens_follow_qwen_order():
+    toks = synthetic.QWEN_SPECIAL_TOKENS
+    assert toks[:3] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    assert toks[-2:] == ["<think>", "</think>"]
+    assert len(toks) == 26 == 151668 - 151643 + 1
+
+
+def test_marker_digest_tracks_parameters(tmp_path):
+    params = {"architecture": "Qwen3ForCausalLM", "vocab_size": 1024, "seed": 0}
+    assert not synthetic.is_current(str(tmp_path), params)
+    (tmp_path / synthetic.MARKER).write_text('{"digest": "%s"}' % synthetic.params_digest(params))
+    assert synthetic.is_current(str(tmp_path), params)
+    assert not synthetic.is_current(str(tmp_path), dict(params, seed=1))
+
+
+def test_swap_in_replaces_folder_whole(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "config.json").write_text("{}")
+    synthetic.swap_in(str(new), str(target))
+    assert sorted(os.listdir(str(target))) == ["config.json"]
+    assert not new.exists()
+    assert [p for p in os.listdir(str(tmp_path)) if p.startswith(".")] == []
