@@ -1,0 +1,709 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Model weights: integrity manifests, hub fetches, .bin -> safetensors conversion, LoRA merges.
+
+Two kinds of functions live here:
+- pure ones (manifests, verification, shard completeness, progress files, atomic swaps) that need
+  only the standard library and run inside the Ansible module process;
+- `fetch_hf`, `build` and their helpers, which need huggingface_hub / torch / safetensors / peft and
+  run in an engine venv's interpreter through venv_runner (this file's source is sent to the child,
+  so it must not import anything outside the standard library at module level).
+
+Every write goes to a temporary folder beside the target, is verified, then swapped in.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+MANIFEST = ".llmops-manifest.json"
+BUILD_MARKER = "llmops-weights.json"
+# Files the tokenizer role may rewrite (the patched chat template) are recorded but not verified.
+MUTABLE = ("tokenizer_config.json",)
+CHUNK = 8 * 1024 * 1024
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+_SKIP_DIRS = (".cache", ".git")
+
+
+class WeightsError(Exception):
+    """A problem the user must fix; the message says what and how."""
+
+
+# ---------------------------------------------------------------------------- progress
+class Progress(object):
+    """Writes {phase, done, total, rate, eta_s, state} as JSON to a file, at most every `every` s."""
+
+    def __init__(self, path, phase, total=0, every=5.0):
+        self.path, self.phase, self.total, self.every = path, phase, int(total or 0), every
+        self.done, self.start, self._last = 0, time.time(), 0.0
+        self.write(force=True)
+
+    def add(self, n):
+        self.done += n
+        self.write()
+
+    def set(self, done, total=None):
+        self.done = done
+        if total is not None:
+            self.total = total
+        self.write()
+
+    def snapshot(self, state="running", **extra):
+        el = max(time.time() - self.start, 1e-6)
+        rate = self.done / el
+        eta = (self.total - self.done) / rate if rate > 0 and self.total >= self.done else None
+        d = dict(phase=self.phase, done=self.done, total=self.total, rate=rate, elapsed_s=round(el, 1),
+                 eta_s=None if eta is None else round(eta, 1), state=state, time=time.time())
+        d.update(extra)
+        return d
+
+    def write(self, force=False, state="running", **extra):
+        if not self.path:
+            return
+        now = time.time()
+        if not force and now - self._last < self.every:
+            return
+        self._last = now
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.snapshot(state, **extra), f)
+        os.rename(tmp, self.path)
+
+    def finish(self, state="done", **extra):
+        self.write(force=True, state=state, **extra)
+
+
+def describe_progress(p):
+    """One line for the play's output: '3.1 GiB of 65.0 GiB (4.8%), 210 MiB/s, ETA 5m02s'."""
+    if not p:
+        return "no progress reported yet"
+    done, total = p.get("done", 0), p.get("total", 0)
+    s = "%s: %s" % (p.get("phase", "?"), human_bytes(done))
+    if total:
+        s += " of %s (%.1f%%)" % (human_bytes(total), 100.0 * done / total)
+    s += ", %s/s" % human_bytes(p.get("rate") or 0)
+    eta = p.get("eta_s")
+    if p.get("state") == "running" and eta is not None:
+        s += ", ETA %dm%02ds" % (int(eta) // 60, int(eta) % 60)
+    if p.get("state") != "running":
+        s += " [%s]" % p.get("state")
+    return s
+
+
+def human_bytes(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+
+
+# ---------------------------------------------------------------------------- manifests
+def sha256_file(path, progress=None):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                break
+            h.update(b)
+            if progress:
+                progress.add(len(b))
+    return h.hexdigest()
+
+
+def list_files(folder):
+    """Relative paths of the files under folder (links followed), hidden caches and our manifest left out."""
+    out = []
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".llmops"))
+        for name in sorted(files):
+            if name == MANIFEST or name.endswith(".lock") or name.endswith(".incomplete"):
+                continue
+            out.append(os.path.relpath(os.path.join(root, name), folder))
+    return out
+
+
+def make_manifest(folder, known_sha256=None, progress=None, hash_files=True):
+    """{files: {rel: {size, mtime, sha256, sha256_from}}}; sha256 from known_sha256 (the hub) or hashed here."""
+    known_sha256 = known_sha256 or {}
+    files = {}
+    for rel in list_files(folder):
+        p = os.path.join(folder, rel)
+        st = os.stat(p)
+        entry = dict(size=st.st_size, mtime=int(st.st_mtime))
+        if rel in known_sha256:
+            entry.update(sha256=known_sha256[rel], sha256_from="hub")
+            if progress:
+                progress.add(st.st_size)
+        elif hash_files:
+            entry.update(sha256=sha256_file(p, progress), sha256_from="local")
+        files[rel] = entry
+    return dict(version=1, files=files, total_bytes=sum(e["size"] for e in files.values()))
+
+
+def read_manifest(path):
+    try:
+        with open(path) as f:
+            m = json.load(f)
+        return m if isinstance(m, dict) and "files" in m else None
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.rename(tmp, path)
+
+
+def verify(folder, manifest, mode="cheap", progress=None, skip=MUTABLE):
+    """Check folder against manifest; returns a list of problems (empty: intact).
+
+    cheap: every file present with its size; a file whose mtime moved is hashed.
+    full:  every file hashed.
+    """
+    problems = []
+    for rel, e in sorted(manifest["files"].items()):
+        if rel in skip:
+            continue
+        p = os.path.join(folder, rel)
+        if not os.path.exists(p):
+            problems.append("%s: missing" % rel)
+            continue
+        st = os.stat(p)
+        if st.st_size != e["size"]:
+            kind = "truncated" if st.st_size < e["size"] else "grown"
+            problems.append("%s: %s (%d bytes, the manifest says %d)" % (rel, kind, st.st_size, e["size"]))
+            continue
+        if mode == "full" or int(st.st_mtime) != e.get("mtime"):
+            if "sha256" not in e:
+                continue
+            got = sha256_file(p, progress)
+            if got != e["sha256"]:
+                problems.append("%s: sha256 %s, the manifest (%s) says %s" % (rel, got, e.get("sha256_from", "?"), e["sha256"]))
+    return problems
+
+
+def weights_index(folder):
+    """(index file, {tensor: shard}) of a sharded checkpoint, or (None, None)."""
+    for name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        p = os.path.join(folder, name)
+        if os.path.exists(p):
+            with open(p) as f:
+                return name, json.load(f).get("weight_map", {})
+    return None, None
+
+
+def weight_files(folder):
+    """The checkpoint's weight files: from its index when sharded, else the single-file names."""
+    index, wmap = weights_index(folder)
+    if index:
+        return index, sorted(set(wmap.values()))
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if os.path.exists(os.path.join(folder, name)):
+            return None, [name]
+    return None, []
+
+
+def check_shards(folder):
+    """Problems with the shard set: index names a shard that is absent, or no weights at all."""
+    index, shards = weight_files(folder)
+    if not shards:
+        return ["%s holds no model.safetensors, pytorch_model.bin or shard index" % folder]
+    missing = [s for s in shards if not os.path.exists(os.path.join(folder, s))]
+    return ["%s names shard %s, which is missing" % (index, s) for s in missing]
+
+
+def checkpoint_format(folder):
+    index, shards = weight_files(folder)
+    if not shards:
+        return None
+    return "safetensors" if shards[0].endswith(".safetensors") else "bin"
+
+
+def recipe_digest(parts):
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def manifest_digest(manifest):
+    """Identity of a folder's content by the manifest's (name, size, sha256), mtimes left out."""
+    return recipe_digest(sorted((k, v["size"], v.get("sha256")) for k, v in manifest["files"].items()))
+
+
+def is_current(path, digest):
+    """The served folder was built from this recipe and still matches its own manifest (cheap)."""
+    marker = read_manifest_file(os.path.join(path, BUILD_MARKER))
+    if not marker or marker.get("digest") != digest:
+        return False, ["not built from this source/adapter/template"]
+    man = read_manifest(os.path.join(path, MANIFEST))
+    if not man:
+        return False, ["no manifest"]
+    problems = verify(path, man, "cheap")
+    return not problems, problems
+
+
+def read_manifest_file(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def swap_in(new, path):
+    """Replace path with folder new: the old folder stays whole until the new one is in place."""
+    old = None
+    if os.path.lexists(path):
+        old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(path), dir=os.path.dirname(path))
+        os.rmdir(old)
+        os.rename(path, old)
+    os.rename(new, path)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def temp_beside(path, tag="tmp"):
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        os.makedirs(parent)
+    return tempfile.mkdtemp(prefix=".%s.%s-" % (os.path.basename(path), tag), dir=parent)
+
+
+def link_or_copy(src, dst):
+    """Hard link (same filesystem, no bytes copied) or copy; weights are never written in place."""
+    d = os.path.dirname(dst)
+    if not os.path.isdir(d):
+        os.makedirs(d)
+    try:
+        os.link(os.path.realpath(src), dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def git_blob_sha1(path):
+    """The git object id of a file (what the hub reports as blob_id for non-LFS files)."""
+    h = hashlib.sha1()
+    h.update(b"blob %d\0" % os.path.getsize(path))
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(CHUNK), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+class _DirWatcher(object):
+    """Reports the bytes present under a folder (downloads in flight included) to a Progress."""
+
+    def __init__(self, folder, progress, base=0, every=2.0):
+        self.folder, self.progress, self.base, self.every = folder, progress, base, every
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run)
+        self._t.daemon = True
+
+    def _size(self):
+        n = 0
+        for root, dirs, files in os.walk(self.folder):
+            for name in files:
+                try:
+                    n += os.path.getsize(os.path.join(root, name))
+                except OSError:
+                    pass
+        return n
+
+    def _run(self):
+        while not self._stop.wait(self.every):
+            self.progress.set(self.base + self._size())
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *a):
+        self._stop.set()
+        self._t.join()
+
+
+# ---------------------------------------------------------------------------- hub fetch (venv)
+def fetch_hf(repo, revision, dest_root, allow_patterns=None, endpoint=None, token=None, retries=5,
+             progress_path=None, verify_mode="cheap", check_only=False):
+    """Download repo@revision with huggingface_hub into <dest_root>/<repo>/<commit>, verify, publish.
+
+    Runs in the venv. The folder is published (renamed into place) only after every file matched
+    the hub's sha256 (LFS) or git blob id; a partial download stays in a staging folder beside it
+    and is resumed by the next run.
+    """
+    if endpoint:
+        os.environ["HF_ENDPOINT"] = endpoint.rstrip("/")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import fnmatch
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import errors as hf_errors
+
+    api = HfApi(endpoint=endpoint.rstrip("/") if endpoint else None, token=token or False)
+    try:
+        info = _retry(lambda: api.model_info(repo, revision=revision, files_metadata=True), retries,
+                      (hf_errors.RepositoryNotFoundError, hf_errors.RevisionNotFoundError, hf_errors.GatedRepoError))
+    except hf_errors.RevisionNotFoundError:
+        raise WeightsError("hf://%s@%s: the hub has no revision %r of %s. Pin an existing commit sha, "
+                           "branch or tag (serving_model.source: hf://%s@<revision>)." % (repo, revision, revision, repo, repo))
+    except hf_errors.RepositoryNotFoundError:
+        raise WeightsError("hf://%s@%s: repository %s not found on %s (or the token may not read it)."
+                           % (repo, revision, repo, endpoint or "the hub"))
+    commit = info.sha
+    siblings = [s for s in info.siblings
+                if not allow_patterns or any(fnmatch.fnmatch(s.rfilename, p) for p in allow_patterns)]
+    if not siblings:
+        raise WeightsError("hf://%s@%s: no file matches the allow patterns %s" % (repo, revision, allow_patterns))
+    known = {}
+    for s in siblings:
+        lfs = getattr(s, "lfs", None)
+        sha = getattr(lfs, "sha256", None) if lfs is not None else None
+        if sha is None and isinstance(lfs, dict):
+            sha = lfs.get("sha256")
+        if sha:
+            known[s.rfilename] = sha
+    total = sum(s.size or 0 for s in siblings)
+    dest = os.path.join(dest_root, repo.replace("/", "--"), commit)
+    result = dict(path=dest, commit=commit, files=len(siblings), total_bytes=total, changed=False)
+    man = read_manifest(os.path.join(dest, MANIFEST))
+    if man and set(man["files"]) >= set(s.rfilename for s in siblings):
+        progress = Progress(progress_path, "verify (%s)" % verify_mode, total)
+        problems = verify(dest, man, verify_mode, progress, skip=())
+        progress.finish("done" if not problems else "failed")
+        if not problems:
+            return result
+        if check_only:
+            result.update(changed=True, problems=problems)
+            return result
+        # A damaged copy: fetch again into staging; the damaged one is replaced only when the new one is whole.
+    if check_only:
+        result.update(changed=True)
+        return result
+    staging = dest + ".partial"
+    if not os.path.isdir(staging):
+        os.makedirs(staging)
+    progress = Progress(progress_path, "download hf://%s@%s" % (repo, commit[:12]), total)
+    with _DirWatcher(staging, progress):
+        for s in siblings:
+            _retry(lambda: hf_hub_download(repo, s.rfilename, revision=commit, local_dir=staging,
+                                           token=token or False, endpoint=endpoint.rstrip("/") if endpoint else None),
+                   retries, (hf_errors.EntryNotFoundError,))
+    progress = Progress(progress_path, "verify download", total)
+    problems = []
+    for s in siblings:
+        p = os.path.join(staging, s.rfilename)
+        if not os.path.exists(p):
+            problems.append("%s: missing after download" % s.rfilename)
+            continue
+        if s.size is not None and os.path.getsize(p) != s.size:
+            problems.append("%s: %d bytes, the hub says %d" % (s.rfilename, os.path.getsize(p), s.size))
+            continue
+        if s.rfilename in known:
+            got = sha256_file(p, progress)
+            if got != known[s.rfilename]:
+                problems.append("%s: sha256 %s, the hub says %s" % (s.rfilename, got, known[s.rfilename]))
+        elif getattr(s, "blob_id", None):
+            if git_blob_sha1(p) != s.blob_id:
+                problems.append("%s: git blob id differs from the hub's %s" % (s.rfilename, s.blob_id))
+    if problems:
+        # The staging folder is wiped so the next run downloads those files again.
+        for line in problems:
+            bad = os.path.join(staging, line.split(":", 1)[0])
+            if os.path.exists(bad):
+                os.remove(bad)
+        progress.finish("failed")
+        raise WeightsError("hf://%s@%s failed verification (a mirror serving other bytes, or a damaged "
+                           "transfer; the next run downloads these files again):\n  %s" % (repo, commit, "\n  ".join(problems)))
+    shutil.rmtree(os.path.join(staging, ".cache"), ignore_errors=True)
+    manifest = make_manifest(staging, known, progress)
+    manifest.update(source="hf://%s@%s" % (repo, commit), requested_revision=revision)
+    write_json(os.path.join(staging, MANIFEST), manifest)
+    swap_in(staging, dest)
+    progress.finish()
+    result.update(changed=True)
+    return result
+
+
+def _retry(fn, retries, fatal):
+    delay = 1.0
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except fatal:
+            raise
+        except Exception:
+            if attempt >= retries:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 30)
+
+
+# ---------------------------------------------------------------------------- conversion (venv)
+def _safetensors_names(folder):
+    """{tensor name: (shape, dtype)} from the safetensors headers of a folder (no tensor data read)."""
+    import struct
+    out = {}
+    index, shards = weight_files(folder)
+    for shard in shards:
+        with open(os.path.join(folder, shard), "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise WeightsError("%s: truncated (no safetensors header)" % shard)
+            n = struct.unpack("<Q", head)[0]
+            header = json.loads(f.read(n).decode("utf-8"))
+            end = 8 + n
+            size = os.fstat(f.fileno()).st_size
+        for k, v in header.items():
+            if k == "__metadata__":
+                continue
+            if 8 + n + v["data_offsets"][1] > size:
+                raise WeightsError("%s: truncated (tensor %s ends past the end of the file)" % (shard, k))
+            end = max(end, 8 + n + v["data_offsets"][1])
+            out[k] = (list(v["shape"]), v["dtype"])
+    return out
+
+
+def _load_bin(path):
+    import torch
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as e:
+        if "mmap" not in str(e):
+            raise WeightsError("%s cannot be read as a PyTorch checkpoint (truncated or damaged?): %s"
+                               % (os.path.basename(path), str(e).splitlines()[0]))
+        # legacy (pre-zipfile) format: no mmap
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise WeightsError("%s cannot be read as a PyTorch checkpoint (truncated or damaged?): %s"
+                           % (os.path.basename(path), str(e).splitlines()[0] if str(e) else type(e).__name__))
+
+
+def convert_bin(src, out, progress=None):
+    """pytorch_model*.bin -> model-0000i-of-0000N.safetensors + index, one shard in memory at a time."""
+    from safetensors.torch import save_file
+    index, shards = weight_files(src)
+    n = len(shards)
+    weight_map, total_size, names = {}, 0, {}
+    for i, shard in enumerate(shards, 1):
+        state = _load_bin(os.path.join(src, shard))
+        seen, tensors = set(), {}
+        for k, t in state.items():
+            # safetensors refuses tensors that share storage (tied weights): store each once, own copy.
+            ptr = t.untyped_storage().data_ptr() if t.numel() else None
+            if ptr is not None and ptr in seen:
+                t = t.clone()
+            elif ptr is not None:
+                seen.add(ptr)
+            tensors[k] = t.contiguous()
+        name = "model.safetensors" if n == 1 else "model-%05d-of-%05d.safetensors" % (i, n)
+        save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
+        for k, t in tensors.items():
+            weight_map[k] = name
+            total_size += t.numel() * t.element_size()
+            names[k] = (list(t.shape), str(t.dtype))
+        if progress:
+            progress.add(os.path.getsize(os.path.join(src, shard)))
+        del state, tensors
+    if n > 1:
+        write_json(os.path.join(out, "model.safetensors.index.json"),
+                   dict(metadata=dict(total_size=total_size), weight_map=weight_map))
+    return names
+
+
+def _adapter_shapes(adapter):
+    """{module path: (in_features, out_features, r)} from the adapter's lora_A / lora_B tensors."""
+    from safetensors import safe_open
+    p = os.path.join(adapter, "adapter_model.safetensors")
+    shapes = {}
+    if os.path.exists(p):
+        with safe_open(p, "pt") as f:
+            for k in f.keys():
+                shapes[k] = list(f.get_slice(k).get_shape())
+    else:
+        import torch
+        binp = os.path.join(adapter, "adapter_model.bin")
+        if not os.path.exists(binp):
+            raise WeightsError("adapter %s has neither adapter_model.safetensors nor adapter_model.bin" % adapter)
+        shapes = dict((k, list(v.shape)) for k, v in torch.load(binp, map_location="cpu", weights_only=True).items())
+    mods = {}
+    for k, shape in shapes.items():
+        for part in (".lora_A.", ".lora_B."):
+            if part in k:
+                mod = k.split(part)[0]
+                if mod.startswith("base_model.model."):
+                    mod = mod[len("base_model.model."):]
+                mods.setdefault(mod, {})[part.strip(".")] = shape
+    return mods
+
+
+def check_adapter(base_names, adapter):
+    """Fail clearly when the adapter was trained for another base (module names or shapes differ)."""
+    cfg_path = os.path.join(adapter, "adapter_config.json")
+    if not os.path.exists(cfg_path):
+        raise WeightsError("serving_model.lora %s has no adapter_config.json: it is not a PEFT adapter folder" % adapter)
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    if cfg.get("peft_type", "LORA") != "LORA":
+        raise WeightsError("serving_model.lora %s is a %s adapter; only LoRA adapters are merged" % (adapter, cfg.get("peft_type")))
+    problems = []
+    mods = _adapter_shapes(adapter)
+    for mod, ab in sorted(mods.items()):
+        w = base_names.get(mod + ".weight")
+        if w is None:
+            problems.append("%s: no such layer in the base model" % mod)
+            continue
+        out_f, in_f = w[0][0], w[0][1] if len(w[0]) > 1 else None
+        a, b = ab.get("lora_A"), ab.get("lora_B")
+        if a and in_f is not None and a[-1] != in_f:
+            problems.append("%s: adapter expects %d input features, the base has %d" % (mod, a[-1], in_f))
+        if b and b[0] != out_f:
+            problems.append("%s: adapter produces %d output features, the base has %d" % (mod, b[0], out_f))
+    if not mods:
+        problems.append("the adapter holds no lora_A/lora_B tensors")
+    if problems:
+        raise WeightsError("serving_model.lora %s does not fit this base model (trained for %s?):\n  %s"
+                           % (adapter, cfg.get("base_model_name_or_path") or "another model",
+                              "\n  ".join(problems[:12] + (["... %d more" % (len(problems) - 12)] if len(problems) > 12 else []))))
+    return cfg
+
+
+def merge_lora(base, adapter, out, max_shard_size="5GB"):
+    """Merge a LoRA adapter into base with peft; dtype kept, embeddings never resized."""
+    import torch
+    import transformers
+    from peft import PeftModel
+    with open(os.path.join(base, "config.json")) as f:
+        cfg = json.load(f)
+    dtype_name = cfg.get("torch_dtype") or cfg.get("dtype") or "float32"
+    dtype = getattr(torch, dtype_name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=dtype, low_cpu_mem_usage=True)
+    vocab = model.get_input_embeddings().weight.shape[0]
+    model = PeftModel.from_pretrained(model, adapter, is_trainable=False)
+    model = model.merge_and_unload()
+    if model.get_input_embeddings().weight.shape[0] != vocab:
+        raise WeightsError("the merge changed the embedding rows (%d -> %d): the adapter resized the vocabulary; "
+                           "Qwen's vocab_size exceeds the tokenizer length on purpose, keep it" % (vocab, model.get_input_embeddings().weight.shape[0]))
+    model = model.to(dtype)
+    model.save_pretrained(out, safe_serialization=True, max_shard_size=max_shard_size)
+    return dtype_name
+
+
+def _copy_side_files(src, out, skip_weights=True):
+    for rel in list_files(src):
+        if rel in (BUILD_MARKER,) or os.path.basename(rel).startswith("."):
+            continue
+        base = os.path.basename(rel)
+        if skip_weights and (base.endswith(WEIGHT_SUFFIXES) or base in ("model.safetensors.index.json", "pytorch_model.bin.index.json")):
+            continue
+        dst = os.path.join(out, rel)
+        if os.path.exists(dst):
+            continue
+        d = os.path.dirname(dst)
+        if not os.path.isdir(d):
+            os.makedirs(d)
+        shutil.copy2(os.path.join(src, rel), dst)
+
+
+def patch_tokenizer_config(folder, chat_template):
+    """Store the engine's chat template in tokenizer_config.json (what tokenizer-side clients read)."""
+    p = os.path.join(folder, "tokenizer_config.json")
+    if not chat_template or not os.path.exists(p):
+        return False
+    # transformers 5 saves the template beside the config, and that file wins when both exist.
+    side = os.path.join(folder, "chat_template.jinja")
+    if os.path.exists(side):
+        with open(side, "w") as f:
+            f.write(chat_template)
+    with open(p) as f:
+        cfg = json.load(f)
+    if cfg.get("chat_template") == chat_template:
+        return False
+    cfg["chat_template"] = chat_template
+    tmp = p + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(cfg, f, indent=2, ensure_ascii=False)
+    os.rename(tmp, p)
+    return True
+
+
+def build(src, dest, adapter=None, chat_template=None, digest=None, progress_path=None, max_shard_size="5GB"):
+    """Build the served folder from src (+adapter) into a temp folder beside dest; return its path.
+
+    The caller checks the tokenizer in the temp folder, then calls publish(); nothing served is
+    touched here. Runs in the venv.
+    """
+    problems = check_shards(src)
+    if problems:
+        raise WeightsError("source %s is incomplete:\n  %s" % (src, "\n  ".join(problems)))
+    fmt = checkpoint_format(src)
+    index, shards = weight_files(src)
+    total = sum(os.path.getsize(os.path.join(src, s)) for s in shards)
+    tmp = temp_beside(dest, "build")
+    try:
+        progress = Progress(progress_path, "convert .bin -> safetensors" if fmt == "bin" else "link safetensors", total)
+        stage = tmp if not adapter else temp_beside(dest, "base")
+        try:
+            if fmt == "bin":
+                names = convert_bin(src, stage, progress)
+                src_names = dict((k, v[0]) for k, v in names.items())
+            else:
+                for s in shards + ([index] if index else []):
+                    link_or_copy(os.path.join(src, s), os.path.join(stage, s))
+                    progress.add(os.path.getsize(os.path.join(src, s)) if s != index else 0)
+                src_names = dict((k, v[0]) for k, v in _safetensors_names(stage).items())
+            _copy_side_files(src, stage)
+            out_names = _safetensors_names(stage)
+            if set(out_names) != set(src_names) or any(out_names[k][0] != src_names[k] for k in src_names):
+                raise WeightsError("conversion check failed: the safetensors tensors differ from the source's")
+            merged_dtype = None
+            if adapter:
+                check_adapter(out_names, adapter)
+                progress = Progress(progress_path, "merge LoRA adapter", 1)
+                merged_dtype = merge_lora(stage, adapter, tmp, max_shard_size)
+                _copy_side_files(stage, tmp)
+                merged = _safetensors_names(tmp)
+                missing = sorted(set(out_names) - set(merged))
+                # transformers may drop a tied lm_head; anything else missing is an error.
+                missing = [m for m in missing if m != "lm_head.weight"]
+                if missing or any(merged[k][0] != out_names[k][0] for k in merged if k in out_names):
+                    raise WeightsError("merge check failed: merged tensors differ in names/shapes from the base (%s)" % missing[:5])
+                progress.set(1)
+        finally:
+            if stage != tmp:
+                shutil.rmtree(stage, ignore_errors=True)
+        patch_tokenizer_config(tmp, chat_template)
+        progress = Progress(progress_path, "hash the built folder", 0)
+        manifest = make_manifest(tmp, progress=progress)
+        write_json(os.path.join(tmp, MANIFEST), manifest)
+        write_json(os.path.join(tmp, BUILD_MARKER), dict(digest=digest, source=src, adapter=adapter, source_format=fmt,
+                                                          merged_dtype=merged_dtype, files=len(manifest["files"])))
+        os.chmod(tmp, 0o755)
+        for root, dirs, files in os.walk(tmp):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o755)
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o644)
+        progress.finish()
+        return dict(tmp=tmp, source_format=fmt, tensors=len(out_names), merged_dtype=merged_dtype,
+                    total_bytes=manifest["total_bytes"])
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def run_in_venv(fn, **kwargs):
+    """Entry for venv_runner: WeightsError becomes {'error': msg} so the module can fail cleanly."""
+    try:
+        return dict(ok=True, result=globals()[fn](**kwargs))
+    except WeightsError as e:
+        return dict(ok=False, error=str(e))

@@ -1,0 +1,113 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: tokenizer_check
+short_description: Prove a tokenizer and chat template by their special-token ids
+description:
+  - Loads the tokenizer of a model folder with the venv's transformers, renders a multi-turn and a
+    tool-call probe conversation with the chat template the engine uses (for Qwen3 templates also
+    with C(enable_thinking=false)), and checks the special-token ids.
+  - Real Qwen tokenizers (more than 151000 tokens) must give C(<|endoftext|>) 151643,
+    C(<|im_start|>) 151644, C(<|im_end|>) 151645, and for Qwen3 C(<think>) 151667, C(</think>) 151668.
+    Smaller (synthetic) tokenizers must hold the same tokens in Qwen's order.
+  - Each special token written in a rendered prompt must encode to its one id; the multi-turn probe
+    must render as ChatML. Failures come with a readable diff of the rendering.
+  - Reads only; runs in check mode too.
+version_added: 0.1.0
+author: llmops.serving maintainers (@llmops)
+options:
+  python:
+    description: Interpreter of a venv that has transformers (an engine venv's).
+    type: path
+    required: true
+  tokenizer_path:
+    description: Folder holding the tokenizer files (the model folder).
+    type: path
+    required: true
+  template_path:
+    description: Chat template file the engine applies; omitted, the tokenizer's own template.
+    type: path
+  template:
+    description: Which template family the file is; guessed from its text when omitted.
+    type: str
+    choices: [qwen2.5, qwen3]
+  real_qwen:
+    description: Expect the published Qwen ids; omitted, decided from the tokenizer's length.
+    type: bool
+requirements:
+  - transformers in the venv of I(python)
+"""
+
+EXAMPLES = r"""
+- name: Prove the template the engine will use
+  llmops.serving.tokenizer_check:
+    python: /opt/llmops/venvs/vllm-0.32.0/bin/python
+    tokenizer_path: /var/lib/llmops/models/qwen3-32b
+    template_path: /etc/llmops/chat-templates/qwen3.jinja
+"""
+
+RETURN = r"""
+special_token_ids:
+  description: Id of each special token the template writes, as the tokenizer reports it.
+  returned: always
+  type: dict
+  sample: {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
+expected_ids:
+  description: The ids expected for those tokens.
+  returned: always
+  type: dict
+renders:
+  description: The rendered probe prompts, by probe.
+  returned: always
+  type: dict
+problems:
+  description: What is wrong (empty when the check passed).
+  returned: always
+  type: list
+  elements: str
+template:
+  description: The template family checked.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import tokenizer_check, venv_runner
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", required=True),
+            tokenizer_path=dict(type="path", required=True),
+            template_path=dict(type="path"),
+            template=dict(type="str", choices=["qwen2.5", "qwen3"]),
+            real_qwen=dict(type="bool"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        r = venv_runner.call(module.run_command, p["python"], tokenizer_check, "check",
+                             dict(tokenizer_path=p["tokenizer_path"], template_path=p["template_path"],
+                                  template_name=p["template"], real_qwen=p["real_qwen"]))
+    except venv_runner.VenvCallError as e:
+        module.fail_json(msg="the tokenizer check could not run; python must be an engine venv's interpreter "
+                             "(with transformers). %s" % e, rc=e.rc)
+    r.pop("ok", None)
+    if r["problems"]:
+        module.fail_json(msg="the tokenizer or chat template is wrong for %s:\n- %s"
+                         % (p["tokenizer_path"], "\n- ".join(r["problems"])), **r)
+    module.exit_json(changed=False, msg="%s template proven: %s" % (r["template"], ", ".join(
+        "%s=%s" % kv for kv in sorted(r["special_token_ids"].items(), key=lambda kv: kv[1]))), **r)
+
+
+if __name__ == "__main__":
+    main()
