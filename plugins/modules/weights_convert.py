@@ -9,12 +9,12 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: weights_convert
-short_description: Build the served model folder - verified, .bin converted to safetensors, LoRA merged - atomically
+short_description: "Build the served model folder: verified, .bin converted to safetensors, LoRA merged, atomically"
 description:
   - Verifies the source folder against its integrity manifest (sha256 per file; recorded at first
     sight when the source has none), cheaply (size, mtime; files whose mtime moved are hashed) or
     fully (I(verify=full)), and checks that every shard its index names is present.
-  - Builds the served folder in a temporary folder beside I(dest) with the venv of I(python):
+  - Builds the served folder in a temporary folder beside I(dest) with the venv of I(python).
     pickle C(.bin) shards become sharded safetensors with an index, one shard in memory at a time
     (C(torch.load) with C(weights_only=True) and C(mmap)); safetensors sources are hard-linked (or
     copied); a LoRA I(adapter) is checked against the base's layer shapes and merged with peft
