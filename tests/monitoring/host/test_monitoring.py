@@ -1,0 +1,89 @@
+# Copyright: (c) 2026, llmops.serving maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Monitoring and benchmark on a converged host (testinfra, podman backend; molecule/benchmark).
+
+Prometheus from Debian runs on loopback, loads the rules written for the engine that runs now and
+scrapes its /metrics; the benchmark report of both engines is on the controller.
+"""
+import glob
+import json
+import os
+import time
+
+import pytest
+
+REPORT_DIR = os.environ.get("LLMOPS_BENCH_REPORT_DIR", "")
+PROM = "http://127.0.0.1:9090"
+
+
+def active_engine(host):
+    for engine in ("vllm", "sglang"):
+        if host.service("llmops-%s.service" % engine).is_running:
+            return engine
+    pytest.fail("no engine unit runs")
+
+
+def api(host, path):
+    return json.loads(host.check_output("curl -sf -m 20 %s" % (PROM + path)))["data"]
+
+
+def test_prometheus_runs_on_loopback_only(host):
+    assert host.service("prometheus").is_running and host.service("prometheus").is_enabled
+    listeners = host.check_output("ss -Hltn 'sport = :9090'").splitlines()
+    assert {line.split()[3].rsplit(":", 1)[0] for line in listeners} == {"127.0.0.1"}, listeners
+
+
+def test_rules_pass_promtool_on_the_host(host):
+    out = host.check_output("promtool check rules /etc/prometheus/rules.d/llmops-engine.yml")
+    assert "SUCCESS: 5 rules found" in out
+    host.check_output("promtool check config /etc/prometheus/prometheus.yml")
+
+
+def test_loaded_rules_use_the_running_engines_names(host):
+    engine = active_engine(host)
+    rules = {r["name"]: r for g in api(host, "/api/v1/rules")["groups"] for r in g["rules"]}
+    assert {"LLMEngineDown", "LLMKVCachePressure", "LLMQueueGrowing", "LLMTTFTP99OverSLO", "GPUXidError"} <= set(rules)
+    kv = rules["LLMKVCachePressure"]["query"]
+    if engine == "vllm":
+        assert "vllm:kv_cache_usage_perc" in kv and "gpu_cache_usage_perc" not in kv
+    else:
+        assert "sglang:token_usage" in kv
+
+
+def test_engine_is_scraped_and_its_rule_metrics_exist(host):
+    engine = active_engine(host)
+    deadline = time.time() + 60
+    while True:
+        result = api(host, '/api/v1/query?query=up%7Bjob%3D%22llmops-engine%22%7D')["result"]
+        if result and result[0]["value"][1] == "1" or time.time() > deadline:
+            break
+        time.sleep(3)
+    assert result and result[0]["value"][1] == "1", result
+    assert result[0]["metric"]["serving_engine"] == engine
+    names = set(api(host, "/api/v1/label/__name__/values"))
+    wanted = {"vllm": ["vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
+                       "vllm:time_to_first_token_seconds_bucket"],
+              "sglang": ["sglang:token_usage", "sglang:num_queue_reqs", "sglang:time_to_first_token_seconds_bucket"]}[engine]
+    assert not [n for n in wanted if n not in names]
+
+
+def test_dashboard_installed(host):
+    dashboard = json.loads(host.file("/etc/llmops/grafana/llmops-engines.json").content_string)
+    assert dashboard["uid"] == "llmops-engines" and dashboard["panels"]
+
+
+@pytest.mark.skipif(not REPORT_DIR, reason="LLMOPS_BENCH_REPORT_DIR not set")
+def test_benchmark_report_written(host):
+    name = host.check_output("hostname")
+    reports = glob.glob(os.path.join(REPORT_DIR, "*", "report.md"))
+    assert reports, "no report under %s" % REPORT_DIR
+    text = open(reports[0], encoding="utf-8").read()
+    assert "| metric (mixed workload) |" in text and "Engine peak memory" in text
+    raw = glob.glob(os.path.join(REPORT_DIR, "raw", "*.json"))
+    assert raw
+    for path in raw:
+        summary = json.load(open(path, encoding="utf-8"))["mixed"]["summary"]
+        assert summary["ok"] == summary["requests"] > 0, (path, summary["error_samples"])
+    for png in ("latency.png", "sweep.png"):
+        assert os.path.exists(os.path.join(os.path.dirname(reports[0]), png))
+    assert name
