@@ -64,7 +64,7 @@ class Load:
         self.errors = []
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
-        self.threads = [threading.Thread(target=self.run, daemon=True) for _ in range(LOAD_THREADS)]
+        self.threads = [threading.Thread(target=self.run, daemon=True) for dummy in range(LOAD_THREADS)]
         self.t0 = time.monotonic()
 
     def run(self):
@@ -99,7 +99,7 @@ def playbook(name, *args):
     inv = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
     cmd = ["ansible-playbook", "-i", inv, os.path.join(ROOT, "playbooks", name + ".yml")] + list(args)
     t0 = time.monotonic()
-    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     out = res.stdout + res.stderr
     print("\n$ %s  (rc %s, %.0f s)" % (" ".join(cmd[3:]), res.returncode, time.monotonic() - t0))
     for line in out.splitlines():
@@ -109,7 +109,7 @@ def playbook(name, *args):
 
 
 def served_version(container):
-    _, resp = http("http://%s:8000/version" % address(container), timeout=30)
+    dummy, resp = http("http://%s:8000/version" % address(container), timeout=30)
     return resp["version"]
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: contributors to llmops.serving
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render the chat template with a venv's own tokenizer library (run with that venv's python).
