@@ -1,0 +1,113 @@
+"""The weights scenario, seen from inside the host: a .bin checkpoint and a LoRA adapter became a
+served, merged, sharded safetensors folder that vLLM serves with the template proven by ids; bad
+sources (a missing shard, a hash mismatch) fail the play before anything served changes.
+"""
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()), "tests", "integration"))
+# The shared endpoint tests, except the template one (it reads the synthetic model's marker).
+from test_endpoint import (  # noqa: E402,F401 pylint: disable=unused-import
+    MODEL, UNIT, request, test_chat_completion_returns_usage, test_chat_without_valid_key_is_refused,
+    test_environment_file_is_private, test_listens_on_loopback_only, test_models_lists_served_name,
+    test_only_one_engine_runs, test_runs_as_dedicated_user_without_key_on_command_line,
+    test_unit_active_and_enabled)
+
+SERVED = "/var/lib/llmops/models/%s" % MODEL
+SOURCE = "/srv/models/qwen3-tiny-bin"
+ADAPTER = "/srv/adapters/qwen3-tiny-lora"
+
+
+def listing(host, folder):
+    return sorted(host.check_output("ls -A %s" % folder).split())
+
+
+def test_served_folder_is_sharded_safetensors(host):
+    files = listing(host, SERVED)
+    shards = [f for f in files if f.endswith(".safetensors")]
+    assert len(shards) >= 2, files
+    assert "model.safetensors.index.json" in files
+    assert not [f for f in files if f.endswith(".bin")], files
+    index = json.loads(host.file(SERVED + "/model.safetensors.index.json").content_string)
+    assert sorted(set(index["weight_map"].values())) == shards
+    marker = json.loads(host.file(SERVED + "/llmops-weights.json").content_string)
+    assert marker["source_format"] == "bin"
+    assert marker["adapter"] == ADAPTER
+    # The source is left as it was.
+    assert [f for f in listing(host, SOURCE) if f.endswith(".bin")] == [
+        "pytorch_model-%05d-of-00003.bin" % i for i in (1, 2, 3)]
+
+
+def test_served_folder_carries_the_template(host):
+    cfg = json.loads(host.file(SERVED + "/tokenizer_config.json").content_string)
+    installed = host.file("/etc/llmops/chat-templates/qwen3.jinja").content_string
+    assert cfg["chat_template"] == installed
+
+
+def tokenizer_ids(host):
+    tok = json.loads(host.file(SERVED + "/tokenizer.json").content_string)
+    return dict((t["content"], t["id"]) for t in tok["added_tokens"])
+
+
+def test_engine_ids_match_the_tokenizer(host):
+    ids = tokenizer_ids(host)
+    status, body = request(host, "POST", "/tokenize", {
+        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True})
+    assert status == 200, body
+    tokens = body["tokens"]
+    assert tokens[0] == ids["<|im_start|>"]
+    assert tokens.count(ids["<|im_start|>"]) == 2  # user turn + assistant generation prompt
+    assert tokens.count(ids["<|im_end|>"]) == 1
+    status, body = request(host, "POST", "/tokenize", {"model": MODEL, "prompt": "<|im_start|><|im_end|>"})
+    assert status == 200, body
+    assert body["tokens"][-2:] == [ids["<|im_start|>"], ids["<|im_end|>"]]
+
+
+def playbook(extra):
+    cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+           os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml"),
+           "--skip-tags", os.environ.get("LLMOPS_SKIP_TAGS", "gateway,monitoring"), "-e", json.dumps(extra)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    return run.returncode, run.stdout + run.stderr
+
+
+def snapshot(host):
+    return {
+        "pid": host.check_output("systemctl show -p MainPID --value %s" % UNIT),
+        "unit": host.check_output("sha256sum /etc/systemd/system/%s" % UNIT),
+        "env": host.check_output("sha256sum /etc/llmops/vllm.env"),
+        "served": host.check_output("cd %s && ls -l --time-style=+%%s && sha256sum *" % SERVED),
+        "inode": host.check_output("stat -c %%i %s" % SERVED),
+    }
+
+
+def test_bad_sources_fail_before_anything_served_changes(host):
+    broken = "/srv/models/qwen3-tiny-bin-missing-shard"
+    shard = SOURCE + "/pytorch_model-00002-of-00003.bin"
+    host.check_output("rm -rf {b} && cp -a {s} {b} && rm {b}/pytorch_model-00003-of-00003.bin".format(b=broken, s=SOURCE))
+    # A hash mismatch: one byte of a shard changes (size kept), the original is kept aside with its mtime.
+    host.check_output("cp -a {f} /root/shard.orig && printf X | dd of={f} bs=1 seek=4096 conv=notrunc status=none".format(f=shard))
+    before = snapshot(host)
+    model = {"name": MODEL, "lora": ADAPTER}
+    bad = {
+        "missing_shard": (dict(model, source=broken), "pytorch_model-00003-of-00003.bin"),
+        "hash_mismatch": (dict(model, source=SOURCE), "does not match its integrity manifest"),
+    }
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(bad)) as pool:
+            runs = dict((name, pool.submit(playbook, {"serving_model": spec})) for name, (spec, _) in bad.items())
+            results = dict((name, fut.result()) for name, fut in runs.items())
+    finally:
+        host.check_output("cp -a /root/shard.orig {f} && rm -rf {b}".format(f=shard, b=broken))
+    for name, (spec, expected) in bad.items():
+        rc, out = results[name]
+        assert rc != 0, "%s: the play passed with %s" % (name, spec)
+        assert expected in out, "%s: the failure does not say %r:\n%s" % (name, expected, out[-3000:])
+        assert "Nothing served was changed" in out or "nothing served was changed" in out or "is incomplete" in out, out[-3000:]
+    assert snapshot(host) == before
+    assert host.service(UNIT).is_running
+    # No temporary folder is left beside the served one.
+    assert [f for f in listing(host, "/var/lib/llmops/models") if f.startswith("." + MODEL)] == []
