@@ -155,7 +155,7 @@ def converge(extra):
     return subprocess.run(
         ["ansible-playbook", "-i", REPO + ",", "-c", "containers.podman.podman", CONVERGE,
          "-e", json.dumps(extra)],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, check=False)
 
 
 def snapshot(host):

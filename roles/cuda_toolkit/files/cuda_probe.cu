@@ -22,21 +22,25 @@ int main() {
   cudaGetDeviceProperties(&prop, 0);
   printf("device 0: %s, compute capability %d.%d\n", prop.name, prop.major, prop.minor);
   const int n = 1 << 20;
+  static float hx[1 << 20], hy[1 << 20];
+  for (int i = 0; i < n; i++) { hx[i] = 1.0f; hy[i] = 2.0f; }
   float *x, *y;
-  if (cudaMallocManaged(&x, n * sizeof(float)) != cudaSuccess ||
-      cudaMallocManaged(&y, n * sizeof(float)) != cudaSuccess) {
+  if (cudaMalloc(&x, n * sizeof(float)) != cudaSuccess ||
+      cudaMalloc(&y, n * sizeof(float)) != cudaSuccess) {
     printf("allocation failed\n");
     return 1;
   }
-  for (int i = 0; i < n; i++) { x[i] = 1.0f; y[i] = 2.0f; }
+  cudaMemcpy(x, hx, n * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpy(y, hy, n * sizeof(float), cudaMemcpyHostToDevice);
   saxpy<<<(n + 255) / 256, 256>>>(n, 3.0f, x, y);
   err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) err = cudaMemcpy(hy, y, n * sizeof(float), cudaMemcpyDeviceToHost);
   if (err != cudaSuccess) {
     printf("kernel failed: %s\n", cudaGetErrorString(err));
     return 1;
   }
   int bad = 0;
-  for (int i = 0; i < n; i++) bad += (y[i] != 5.0f);
+  for (int i = 0; i < n; i++) bad += (hy[i] != 5.0f);
   printf("saxpy over %d floats: %d wrong\n", n, bad);
   cudaFree(x);
   cudaFree(y);
