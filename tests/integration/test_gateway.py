@@ -1,0 +1,227 @@
+"""The TLS gateway in front of the engine, seen from another host and from the engine host.
+
+Run by the default scenario's verifier (testinfra, podman backend). The verifier env names what
+was deployed: LLMOPS_GATEWAY_PORT, LLMOPS_GATEWAY_KEYS (name=key,...), LLMOPS_GATEWAY_CLIENT_HOST
+(an engine-less container on the same network), LLMOPS_MODEL, LLMOPS_LISTEN, LLMOPS_API_KEY.
+"""
+import json
+import os
+import re
+import shlex
+import uuid
+
+import pytest
+import testinfra
+
+ENGINE = os.environ.get("LLMOPS_ENGINE", "vllm")
+MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
+LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
+ENGINE_KEY = os.environ["LLMOPS_API_KEY"]
+PORT = os.environ.get("LLMOPS_GATEWAY_PORT", "8443")
+KEYS = dict(kv.split("=", 1) for kv in os.environ["LLMOPS_GATEWAY_KEYS"].split(","))
+CLIENT = os.environ["LLMOPS_GATEWAY_CLIENT_HOST"]
+GATEWAY_NAME = "llmops-default"  # the certificate's subjectAltName (inventory_hostname)
+CERT = "/etc/nginx/llmops/gateway.crt"
+INJECTION = "{{ 7 * 7 }} {% for x in range(3) %}X{% endfor %} <script>alert('x')</script> {# c #}"
+
+pytestmark = pytest.mark.skipif(not CLIENT, reason="no client host in this scenario")
+
+
+@pytest.fixture(scope="module")
+def client(host):
+    """The other host, trusting the gateway's certificate."""
+    other = testinfra.get_host("podman://%s" % CLIENT)
+    pem = host.file(CERT).content_string
+    other.check_output("cat > /tmp/gateway.crt <<'EOF'\n%s\nEOF" % pem.strip())
+    return other
+
+
+@pytest.fixture(scope="module")
+def host_ip(host):
+    return host.check_output("hostname -I").split()[0]
+
+
+def curl(on, url, method="GET", body=None, key=None, headers=(), extra=(), resolve=None, raw_body=None):
+    """curl on a host; returns (status, headers text, body text). status 0 = no connection."""
+    cmd = ["curl", "-sS", "-m", "60", "-o", "/tmp/gw-body", "-D", "/tmp/gw-head", "-w", "%{http_code}",
+           "-X", method, "--cacert", "/tmp/gateway.crt"]
+    if resolve:
+        cmd += ["--resolve", resolve]
+    if key is not None:
+        cmd += ["-H", "Authorization: Bearer %s" % key]
+    for h in headers:
+        cmd += ["-H", h]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
+    if raw_body is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary", "@%s" % raw_body]
+    cmd += list(extra) + [url]
+    res = on.run(" ".join(shlex.quote(c) for c in cmd) + "; true")
+    status = int(res.stdout.strip() or 0)
+    head = on.run("cat /tmp/gw-head 2>/dev/null").stdout
+    text = on.run("cat /tmp/gw-body 2>/dev/null").stdout
+    on.run("rm -f /tmp/gw-body /tmp/gw-head")
+    return status, head, text
+
+
+def gw(client, host_ip, path, **kw):
+    """A request from the client host to the gateway over TLS, certificate verified."""
+    return curl(client, "https://%s:%s%s" % (GATEWAY_NAME, PORT, path),
+                resolve="%s:%s:%s" % (GATEWAY_NAME, PORT, host_ip), **kw)
+
+
+def chat(content, **extra):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 8,
+            "temperature": 0}
+    body.update(extra)
+    return body
+
+
+def engine(host, path, body):
+    """The engine itself, over loopback on its host."""
+    cmd = ["curl", "-sS", "-m", "60", "-H", "Authorization: Bearer %s" % ENGINE_KEY,
+           "-H", "Content-Type: application/json", "--data-binary", json.dumps(body), "http://%s%s" % (LISTEN, path)]
+    return json.loads(host.check_output(" ".join(shlex.quote(c) for c in cmd)))
+
+
+def test_nginx_runs_and_listens_on_all_addresses(host):
+    assert host.service("nginx").is_running
+    assert host.service("nginx").is_enabled
+    listeners = host.check_output("ss -Hltn 'sport = :%s'" % PORT)
+    assert "0.0.0.0:%s" % PORT in listeners
+
+
+def test_no_plain_http_site(host):
+    assert host.run("ss -Hltn 'sport = :80'").stdout.strip() == ""
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key-0123456789abcdef", ENGINE_KEY, "Bearer"])
+def test_chat_without_a_client_key_is_refused(client, host_ip, key):
+    status, head, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat("hi"), key=key)
+    assert status == 401, text
+    assert "www-authenticate: bearer" in head.lower()
+    assert json.loads(text)["error"]["code"] == 401
+
+
+def test_malformed_authorization_is_refused(client, host_ip):
+    key = next(iter(KEYS.values()))
+    status, _, _ = gw(client, host_ip, "/v1/models", headers=["Authorization: Basic %s" % key])
+    assert status == 401
+    status, _, _ = gw(client, host_ip, "/v1/models", key=key + "x")
+    assert status == 401
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_each_client_key_gets_a_completion(client, host_ip, name):
+    status, head, text = gw(client, host_ip, "/v1/chat/completions", method="POST",
+                            body=chat("Hello, who are you?"), key=KEYS[name])
+    assert status == 200, text
+    assert "application/json" in head.lower()
+    body = json.loads(text)
+    assert body["model"] == MODEL
+    assert body["usage"]["completion_tokens"] > 0
+
+
+def test_streamed_completion_arrives_in_sse_chunks(client, host_ip):
+    key = next(iter(KEYS.values()))
+    status, head, text = gw(client, host_ip, "/v1/chat/completions", method="POST", extra=["-N"],
+                            body=chat("Count to five.", stream=True, max_tokens=16), key=key)
+    assert status == 200, text
+    assert "text/event-stream" in head.lower()
+    events = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert len(chunks) >= 3
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+
+
+def test_models_lists_only_the_served_name(client, host_ip):
+    status, _, text = gw(client, host_ip, "/v1/models", key=next(iter(KEYS.values())))
+    assert status == 200
+    body = json.loads(text)
+    assert [m["id"] for m in body["data"]] == [MODEL]
+    assert "/var/lib" not in text and "root" not in body["data"][0]
+
+
+@pytest.mark.parametrize("path", ["/tokenize", "/v1/embeddings", "/v1/load_lora_adapter", "/docs", "/"])
+def test_routes_outside_the_list_are_not_found(client, host_ip, path):
+    status, _, _ = gw(client, host_ip, path, key=next(iter(KEYS.values())))
+    assert status == 404
+
+
+def test_over_the_per_user_rate_gets_429(client, host_ip):
+    """Scenario sets 1r/m with burst 3 per X-User-ID: the 5th request in a row cannot pass."""
+    key, user = next(iter(KEYS.values())), "rate-test-%s" % uuid.uuid4().hex
+    statuses = [gw(client, host_ip, "/v1/models", key=key, headers=["X-User-ID: %s" % user])[0]
+                for _ in range(6)]
+    assert statuses[0] == 200
+    assert 429 in statuses, statuses
+    assert set(statuses) <= {200, 429}
+    # Another user of the same client is not affected.
+    assert gw(client, host_ip, "/v1/models", key=key, headers=["X-User-ID: other-%s" % user])[0] == 200
+
+
+def test_oversized_body_gets_413(client, host_ip):
+    client.check_output("python3 -c \"import json; print(json.dumps({'model': '%s', 'messages': "
+                        "[{'role': 'user', 'content': 'a' * 200000}]}))\" > /tmp/big.json" % MODEL)
+    status, _, text = gw(client, host_ip, "/v1/chat/completions", method="POST", raw_body="/tmp/big.json",
+                         key=next(iter(KEYS.values())))
+    assert status == 413, text
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/health"])
+def test_internal_routes_refused_from_outside(client, host_ip, path):
+    status, _, _ = gw(client, host_ip, path)
+    assert status == 403
+
+
+def test_metrics_answer_on_the_gateway_host(host):
+    out = host.check_output("curl -sS -k -m 30 https://127.0.0.1:%s/metrics" % PORT)
+    assert "vllm:" in out or "sglang:" in out
+
+
+def test_engine_port_unreachable_from_another_host(client, host_ip):
+    port = LISTEN.rsplit(":", 1)[1]
+    res = client.run("curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://%s:%s/health" % (host_ip, port))
+    assert res.rc != 0, res.stdout  # 7: connection refused
+    # ...while the same host is reachable through the gateway.
+    status, _, _ = gw(client, host_ip, "/v1/models", key=next(iter(KEYS.values())))
+    assert status == 200
+
+
+def test_template_syntax_and_markup_come_back_as_data(host, client, host_ip):
+    status, head, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat(INJECTION),
+                            key=next(iter(KEYS.values())))
+    assert status == 200, text
+    assert "application/json" in head.lower()
+    body = json.loads(text)
+    # The engine rendered the chat template once, with the prompt as text inside it.
+    tokens = engine(host, "/tokenize", {"model": MODEL, "messages": [{"role": "user", "content": INJECTION}],
+                                        "add_generation_prompt": True})["tokens"]
+    prompt = engine(host, "/detokenize", {"model": MODEL, "tokens": tokens})["prompt"]
+    assert INJECTION in prompt
+    assert "49" not in prompt
+    assert body["usage"]["prompt_tokens"] == len(tokens)
+
+
+def test_access_log_has_clients_but_no_keys_or_prompts(host):
+    log = host.file("/var/log/nginx/llmops-gateway.access.log").content_string
+    lines = [json.loads(line) for line in log.splitlines() if line.strip()]
+    assert {line["client"] for line in lines} >= set(KEYS)
+    for secret in list(KEYS.values()) + [ENGINE_KEY, "who are you", "alert("]:
+        assert secret not in log
+
+
+def test_client_keys_are_not_stored_in_clear(host):
+    for key in KEYS.values():
+        assert host.run("grep -rlF %s /etc/nginx" % shlex.quote(key)).stdout == ""
+    assert host.file("/etc/nginx/llmops/clients.map").mode == 0o600
+    assert host.file("/etc/nginx/llmops/gateway.key").mode == 0o600
+
+
+@pytest.mark.parametrize("unit", ["llmops-%s.service" % ENGINE, "nginx.service"])
+def test_units_are_hardened(host, unit):
+    out = host.check_output("systemd-analyze security --no-pager %s" % unit)
+    score = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", out).group(1))
+    print("%s: systemd-analyze security %.1f" % (unit, score))
+    assert score <= 3.0, out
