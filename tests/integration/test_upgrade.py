@@ -136,7 +136,15 @@ def test_upgrade_rollout_and_rollbacks():
     on_host(ENGINES[0], "for v in 0.29.0 0.30.0; do mkdir -p /opt/llmops/venvs/vllm-$v/bin; "
                         "touch -d 2020-01-01 /opt/llmops/venvs/vllm-$v; done")
 
-    # 1. A -> B under load: prebuild, validate, roll host by host, prune.
+    # 1. --tags prebuild: B's venv is built beside A's on both hosts; nothing restarts or switches.
+    starts = {c: unit_start(c) for c in ENGINES}
+    rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu")
+    assert rc == 0, out[-3000:]
+    for c in ENGINES:
+        assert on_host(c, "test -x /opt/llmops/venvs/vllm-0.32.0/bin/python && echo yes") == "yes"
+        assert current(c) == "/opt/llmops/venvs/vllm-0.31.0" and unit_start(c) == starts[c]
+
+    # 2. A -> B under load (the whole playbook: prebuild is a no-op now, validate, roll host by host, prune).
     with Load(gw) as load:
         rc, out = playbook("upgrade", "-e", "serving_stack=cpu")
     report(load, "during upgrade A->B")
@@ -151,7 +159,7 @@ def test_upgrade_rollout_and_rollbacks():
     venvs = on_host(ENGINES[0], "ls /opt/llmops/venvs").split()
     assert "vllm-0.31.0" in venvs and "vllm-0.29.0" not in venvs and "vllm-0.30.0" not in venvs, venvs
 
-    # 2. --check predicts per host and changes nothing.
+    # 3. --check predicts per host and changes nothing.
     starts = {c: unit_start(c) for c in ENGINES}
     rc, out = playbook("upgrade", "--tags", "upgrade", "--check", "--diff", "-e", "serving_stack=cpu-prev")
     assert rc == 0, out[-3000:]
@@ -159,14 +167,14 @@ def test_upgrade_rollout_and_rollbacks():
         assert re.search(r"PLAN %s: vllm vllm-0.32.0 -> vllm-0.31.0" % c, out)
         assert current(c) == "/opt/llmops/venvs/vllm-0.32.0" and unit_start(c) == starts[c]
 
-    # 3. A flag the target engine does not have: caught before anything switches.
+    # 4. A flag the target engine does not have: caught before anything switches.
     rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev",
                        "-e", json.dumps({"serving_engine_extra_args": {"scheduler-policy": "preemptive"}}))
     assert rc != 0 and "scheduler-policy" in out
     for c in ENGINES:
         assert current(c) == "/opt/llmops/venvs/vllm-0.32.0" and unit_start(c) == starts[c]
 
-    # 4. A target that crashes at start (bad environment): host 1 rolls back, host 2 is never touched.
+    # 5. A target that crashes at start (bad environment): host 1 rolls back, host 2 is never touched.
     with Load(gw) as load:
         rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev",
                            "-e", json.dumps({"engine_environment": {
