@@ -409,7 +409,7 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
     merged = {}
     for where, args, source in (("stack profile args", stack_args, "stack"),
                                 ("serving_engine_extra_args", extra_args, "extra")):
-        for raw in sorted(args, key=lambda k: str(k)):
+        for raw in sorted(args, key=str):
             key = _flag_key(raw, where)
             owner = _owned_by_spec(engine, key)
             if owner:

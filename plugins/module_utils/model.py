@@ -82,7 +82,7 @@ class ModelError(Exception):
 
 def parse_version(text):
     """'0.4.6.post1' -> (0, 4, 6, 1); '0.32.0+cpu' -> (0, 32, 0, 0)."""
-    text = str(text or "").split("+")[0].strip().lstrip("v")
+    text = str(text or "").split("+", 1)[0].strip().lstrip("v")
     post = 0
     match = re.search(r"\.?post(\d+)$", text)
     if match:
@@ -291,7 +291,7 @@ def inspect_weights(model_dir, read_headers=True):
         result["header_bytes"] = header_bytes
     if result["format"] == "pytorch_bin" and result["total_size"] and not result["missing"] and \
             result["file_bytes"] < 0.95 * result["total_size"]:
-        result["problems"].append("the .bin shards hold %d bytes, the index says %d: truncated"
+        result["problems"].append("the .bin shards hold %s bytes, the index says %s: truncated"
                                   % (result["file_bytes"], result["total_size"]))
         result["truncated"] = list(result["present"])
     result["truncated"] = sorted(set(result["truncated"]))

@@ -258,7 +258,7 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
             "to %s or serve on a host with %d GPUs" % (
                 tp, gpu_count, max([s for s in sizes if s <= gpu_count] or [0]), tp))
     if compute_capability:
-        major = int(str(compute_capability).split(".")[0])
+        major = int(str(compute_capability).split(".", 1)[0])
         if major < 7:
             raise PlanError("GPU compute capability %s: vLLM and SGLang need 7.0 (Volta) or newer"
                             % compute_capability)

@@ -685,8 +685,9 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
         progress = Progress(progress_path, "hash the built folder", 0)
         manifest = make_manifest(tmp, progress=progress)
         write_json(os.path.join(tmp, MANIFEST), manifest)
-        write_json(os.path.join(tmp, BUILD_MARKER), dict(digest=digest, source=src, adapter=adapter, source_format=fmt,
-                                                          merged_dtype=merged_dtype, files=len(manifest["files"])))
+        marker = dict(digest=digest, source=src, adapter=adapter, source_format=fmt,
+                      merged_dtype=merged_dtype, files=len(manifest["files"]))
+        write_json(os.path.join(tmp, BUILD_MARKER), marker)
         os.chmod(tmp, 0o755)
         for root, dirs, files in os.walk(tmp):
             for d in dirs:

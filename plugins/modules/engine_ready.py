@@ -98,8 +98,8 @@ class StopWaiting(Exception):
 
 
 def unit_state(module, unit):
-    dummy, out, dummy2 = module.run_command(["systemctl", "show", "-p", "ActiveState", "-p", "SubState", "-p", "NRestarts",
-                                     "-p", "ExecMainStartTimestampMonotonic", unit])
+    props = ["ActiveState", "SubState", "NRestarts", "ExecMainStartTimestampMonotonic"]
+    dummy, out, dummy2 = module.run_command(["systemctl", "show"] + ["--property=%s" % p for p in props] + [unit])
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 

@@ -20,7 +20,7 @@ description:
   - Reads the link matrix from C(nvidia-smi topo -m) (NVLink, PCIe) and detects NVSwitch
     fabrics (NVML NVLink remote type, fabric state, C(/proc/driver/nvidia-nvswitch)); on NVSwitch
     systems it reports the fabric state and the C(nvidia-fabricmanager) unit.
-  - A host without GPUs is a valid answer (O(gpu_count=0)); the module fails only with
+  - A host without GPUs is a valid answer (RV(gpu_count=0)); the module fails only with
     O(require_gpus=true). NVIDIA GPUs on the PCI bus without a working driver are counted in
     RV(pci_gpu_count).
   - Changes nothing on the host.
@@ -47,8 +47,10 @@ notes:
 attributes:
   check_mode:
     support: full
+    description: Reads only, so check mode runs it as usual.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
 seealso:
   - module: llmops.serving.serving_plan
 """

@@ -82,8 +82,10 @@ notes:
 attributes:
   check_mode:
     support: full
+    description: Reads only, so check mode runs it as usual.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
 """
 
 EXAMPLES = r"""

@@ -146,7 +146,7 @@ options:
     default: false
   fail_when_infeasible:
     description:
-      - Fail when the plan cannot work; otherwise report it in RV(errors) and RV(plan.fits).
+      - Fail when the plan cannot work; otherwise report it in RV(errors) and RV(plan).
     type: bool
     default: true
 notes:
@@ -154,8 +154,10 @@ notes:
 attributes:
   check_mode:
     support: full
+    description: Reads only, so check mode runs it as usual.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
 seealso:
   - module: llmops.serving.gpu_facts
   - module: llmops.serving.model_facts
@@ -246,7 +248,7 @@ def main():
             gpu_memory_fraction=dict(type="float", default=0.9),
             max_concurrency=dict(type="int"),
             max_num_seqs=dict(type="int"),
-            max_num_batched_tokens=dict(type="int"),
+            max_num_batched_tokens=dict(type="int", no_log=False),
             kv_cache_dtype=dict(type="str", default="auto"),
             engine=dict(type="str", default="vllm", choices=["vllm", "sglang"]),
             engine_version=dict(type="str"),

@@ -1,11 +1,11 @@
 #!/bin/bash
 # make demo / make demo-down: a throwaway systemd host in podman, converged by playbooks/site.yml.
-#   ENGINE=vllm|sglang  DEMO_PORT=18000 (published on 127.0.0.1 only)
+#   ENGINE=vllm|sglang  DEMO_PORT=18443 (the gateway, published on 127.0.0.1 only)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
 . "$ROOT/tests/testhost/podman-env.sh"
 NAME=llmops-demo
-PORT=${DEMO_PORT:-18000}
+PORT=${DEMO_PORT:-18443}
 ENGINE=${ENGINE:-vllm}
 IMAGE=localhost/llmops-testhost-debian12:latest
 D=$LLMOPS_CACHE/demo; mkdir -p "$D" "$LLMOPS_CACHE/uv" "$LLMOPS_CACHE/apt-archives/bookworm/partial"
@@ -27,7 +27,7 @@ umask 022
 
 if ! podman container exists "$NAME"; then
   podman run -d --name "$NAME" --hostname "$NAME" --systemd always --cap-add SYS_ADMIN --shm-size 2g \
-    -p "127.0.0.1:$PORT:8000" \
+    -p "127.0.0.1:$PORT:8443" \
     -v "$LLMOPS_CACHE/wheelhouse/cpu:/srv/llmops/wheelhouse:ro" \
     -v "$LLMOPS_CACHE/uv:/var/cache/llmops/uv" \
     -v "$LLMOPS_CACHE/apt-archives/bookworm:/var/cache/apt/archives" \
@@ -46,10 +46,11 @@ echo "converged in $(( $(date +%s) - start )) s"
 
 cat <<EOT
 
-The demo endpoint is up ($ENGINE, model qwen3-tiny with random weights: answers are nonsense,
-the protocol, chat template and token ids are real). Try:
+The demo endpoint is up: $ENGINE behind an authenticated TLS gateway (self-signed certificate,
+hence -k), model qwen3-tiny with random weights (answers are nonsense; the protocol, chat
+template and token ids are real). Try:
 
-  curl -s http://127.0.0.1:$PORT/v1/chat/completions \\
+  curl -sk https://127.0.0.1:$PORT/v1/chat/completions \\
     -H "Authorization: Bearer \$(cat $D/api_key)" -H 'Content-Type: application/json' \\
     -d '{"model": "qwen3-tiny", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'
 

@@ -12,7 +12,7 @@ import sys
 
 
 def _count(root):
-    return sum(len(f) for _, _, f in os.walk(root))
+    return sum(len(files) for dummy, dummy2, files in os.walk(root))
 
 
 def main():
