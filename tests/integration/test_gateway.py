@@ -18,8 +18,9 @@ MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
 LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
 ENGINE_KEY = os.environ["LLMOPS_API_KEY"]
 PORT = os.environ.get("LLMOPS_GATEWAY_PORT", "8443")
-KEYS = dict(kv.split("=", 1) for kv in os.environ["LLMOPS_GATEWAY_KEYS"].split(","))
-CLIENT = os.environ["LLMOPS_GATEWAY_CLIENT_HOST"]
+# Scenarios that test the gateway name its client keys and a second (client) host; others skip.
+KEYS = dict(kv.split("=", 1) for kv in os.environ.get("LLMOPS_GATEWAY_KEYS", "").split(",") if "=" in kv)
+CLIENT = os.environ.get("LLMOPS_GATEWAY_CLIENT_HOST", "")
 GATEWAY_NAME = "llmops-default"  # the certificate's subjectAltName (inventory_hostname)
 CERT = "/etc/nginx/llmops/gateway.crt"
 INJECTION = "{{ 7 * 7 }} {% for x in range(3) %}X{% endfor %} <script>alert('x')</script> {# c #}"
