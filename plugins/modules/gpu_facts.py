@@ -42,15 +42,8 @@ options:
     description:
       - Path of nvidia-smi; found on the PATH when not given.
     type: path
-notes:
-  - Supports check mode; the module only reads.
-attributes:
-  check_mode:
-    support: full
-    description: Reads only, so check mode runs it as usual.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - llmops.serving.read_only
 seealso:
   - module: llmops.serving.serving_plan
 """

@@ -83,15 +83,8 @@ options:
     elements: str
     choices: [disk, shm, memlock, nouveau, secure_boot, kernel_headers, listen_port]
     default: [disk, listen_port]
-notes:
-  - Supports check mode; the module only reads.
-attributes:
-  check_mode:
-    support: full
-    description: Reads only, so check mode runs it as usual.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - llmops.serving.read_only
 """
 
 EXAMPLES = r"""

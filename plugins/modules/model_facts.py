@@ -77,15 +77,8 @@ options:
         O(require_weights=true), absent).
     type: bool
     default: true
-notes:
-  - Supports check mode; the module only reads.
-attributes:
-  check_mode:
-    support: full
-    description: Reads only, so check mode runs it as usual.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - llmops.serving.read_only
 """
 
 EXAMPLES = r"""
