@@ -110,6 +110,9 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import tokenizer_check, venv_runner, weights
 
+# Every failure below happens before the new folder is renamed over the served one.
+UNTOUCHED = "Nothing served was changed."
+
 
 def _sha(path):
     return weights.sha256_file(path) if path else None
@@ -137,8 +140,8 @@ def main():
         module.fail_json(msg="source %s holds no config.json: not a model folder" % src)
     problems = weights.check_shards(src)
     if problems:
-        module.fail_json(msg="source %s is incomplete (copy the missing files, or fetch again):\n  %s"
-                         % (src, "\n  ".join(problems)), problems=problems)
+        module.fail_json(msg="source %s is incomplete (copy the missing files, or fetch again):\n  %s\n%s"
+                         % (src, "\n  ".join(problems), UNTOUCHED), problems=problems)
     man_path = p["source_manifest"] or os.path.join(src, weights.MANIFEST)
     man = weights.read_manifest(man_path)
     recorded = False
@@ -148,8 +151,8 @@ def main():
         prog.finish("done" if not problems else "failed")
         if problems:
             module.fail_json(msg="source %s does not match its integrity manifest %s (damaged or altered files; "
-                                 "restore them, or delete the manifest to accept the folder as it is now):\n  %s"
-                                 % (src, man_path, "\n  ".join(problems)), problems=problems)
+                                 "restore them, or delete the manifest to accept the folder as it is now):\n  %s\n%s"
+                                 % (src, man_path, "\n  ".join(problems), UNTOUCHED), problems=problems)
     elif module.check_mode:
         module.exit_json(changed=True, path=dest, digest=None, manifest_recorded=False,
                          msg="would record the source's manifest and build %s" % dest)
@@ -194,7 +197,7 @@ def main():
     r = venv(weights, "run_in_venv", dict(fn="build", src=src, dest=dest, adapter=p["adapter"], chat_template=template_text,
                                           digest=digest, progress_path=p["progress_file"], max_shard_size=p["max_shard_size"]))
     if not r["ok"]:
-        module.fail_json(msg=r["error"] + "\nNothing served was changed.")
+        module.fail_json(msg=r["error"] + "\n" + UNTOUCHED)
     built = r["result"]
     tmp = built["tmp"]
     chk = venv(tokenizer_check, "check", dict(tokenizer_path=tmp, template_path=p["template_path"], template_name=p["template"]))

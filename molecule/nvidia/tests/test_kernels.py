@@ -1,12 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The probe extension was compiled by nvcc 12.4 for the GPUs' architecture and installed."""
+"""sglang_kernels' source path: the probe extension was compiled by nvcc 12.4 for the GPUs' architecture
+and installed (Debian 13 host of the nvidia scenario)."""
 import glob
 import os
 
+import pytest
+
 VENV = "/opt/llmops/venvs/sglang-probe"
 KEY = "sgl-kernel-0.1.4-cu124-sm90"
+
+
+@pytest.fixture(autouse=True)
+def _debian_host_only(host):
+    if host.backend.get_hostname() != "llmops-nvidia-1":
+        pytest.skip("the kernels are built on llmops-nvidia-1")
 
 
 def test_nvcc_is_debian_12_4(host):
@@ -40,7 +49,7 @@ def test_marker_and_cache_dir(host):
     assert host.file("/var/cache/llmops/engine/triton").user == "llmops"
 
 
-def test_wheel_kept_on_the_controller():
+def test_wheel_kept_on_the_controller(host):
     eph = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY")
     if eph:
         assert glob.glob(os.path.join(eph, "kernels", KEY, "*.whl"))
