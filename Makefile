@@ -107,7 +107,12 @@ cache-dirs:
 
 .PHONY: molecule
 molecule: tools images wheelhouse cache-dirs  ## Molecule scenarios (SCENARIOS="default ...")
-	for s in $(SCENARIOS); do $(BIN)/molecule test -s $$s; done
+	@failed=""; for s in $(SCENARIOS); do \
+	  start=$$(date +%s); \
+	  $(BIN)/molecule test -s $$s || failed="$$failed $$s"; \
+	  echo "== scenario $$s: $$(( $$(date +%s) - start )) s"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== failed scenarios:$$failed"; exit 1; fi
 
 .PHONY: test
 test: lint sanity unit monitoring-rules molecule  ## everything CI runs

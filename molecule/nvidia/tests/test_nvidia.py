@@ -166,10 +166,13 @@ def snapshot(host):
 
 @pytest.mark.parametrize("extra, message", [
     ({"nvidia_driver_branch": 999}, "nvidia_driver_branch 999 is not a branch this role knows"),
-    ({"nvidia_driver_branch": 535}, "Driver branch 535 (nvidia_driver_branch) is too old for CUDA 12.4"),
+    # below the stack profile (cuda12.4 needs 550): the driver role's own check
+    ({"nvidia_driver_branch": 535}, "nvidia_driver_branch 535 is older than serving_stack cuda12.4 needs (branch 550"),
+    # a profile without a minimum (cpu), a CUDA line the branch cannot run: the toolkit role's check
+    ({"nvidia_driver_branch": 535, "serving_stack": "cpu"}, "Driver branch 535 (nvidia_driver_branch) is too old for CUDA 12.4"),
     ({"nvidia_driver_repo_url": "http://127.0.0.1:9/mirror"},
      "NVIDIA's repository http://127.0.0.1:9/mirror/debian12/x86_64 is unreachable"),
-], ids=["unknown-branch", "branch-too-old", "repo-unreachable"])
+], ids=["unknown-branch", "branch-below-stack", "branch-too-old-for-cuda", "repo-unreachable"])
 def test_bad_input_fails_before_any_change(host, extra, message):
     only(host, REPO)
     before = snapshot(host)

@@ -1,19 +1,24 @@
 # Copyright: (c) 2026, llmops.serving maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Monitoring and benchmark on a converged host (testinfra, podman backend; molecule/benchmark).
+"""Monitoring on a converged host (testinfra, podman backend; the default and sglang scenarios).
 
 Prometheus from Debian runs on loopback, loads the rules written for the engine that runs now and
-scrapes its /metrics; the benchmark report of both engines is on the controller.
+scrapes its /metrics; in the sglang scenario the benchmark report of both engines (side_effect.yml)
+is on the controller.
 """
 import glob
 import json
 import os
+import re
 import time
 
 import pytest
 
 REPORT_DIR = os.environ.get("LLMOPS_BENCH_REPORT_DIR", "")
 PROM = "http://127.0.0.1:9090"
+LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
+# Live scrapes are kept here, so that tests/fixtures/metrics can be refreshed from a real engine.
+SCRAPE_DIR = os.environ.get("LLMOPS_METRICS_SCRAPE_DIR", "")
 
 
 def active_engine(host):
@@ -65,6 +70,23 @@ def test_engine_is_scraped_and_its_rule_metrics_exist(host):
                        "vllm:time_to_first_token_seconds_bucket"],
               "sglang": ["sglang:token_usage", "sglang:num_queue_reqs", "sglang:time_to_first_token_seconds_bucket"]}[engine]
     assert not [n for n in wanted if n not in names]
+
+
+def test_every_engine_metric_of_the_rules_is_in_the_live_scrape(host):
+    """The rules on the host name only series the running engine exports now (after the traffic the
+    endpoint tests sent, so histograms and counters exist): a renamed metric fails here."""
+    engine = active_engine(host)
+    rules = host.file("/etc/prometheus/rules.d/llmops-engine.yml").content_string
+    used = set(re.findall(r"\b(?:vllm|sglang):[a-z0-9_]+", rules))
+    assert used and all(n.startswith(engine + ":") for n in used), used
+    scrape = host.check_output("curl -sf -m 20 http://%s/metrics" % LISTEN)
+    live = {re.split(r"[{ ]", line, 1)[0] for line in scrape.splitlines() if line and not line.startswith("#")}
+    if SCRAPE_DIR:
+        version = host.check_output("readlink -f /opt/llmops/venvs/%s-current" % engine).rsplit("-", 1)[-1]
+        os.makedirs(SCRAPE_DIR, exist_ok=True)
+        with open(os.path.join(SCRAPE_DIR, "%s-%s.txt" % (engine, version)), "w", encoding="utf-8") as out:
+            out.write("".join(n + "\n" for n in sorted(live)))
+    assert not sorted(used - live), "rule metrics missing from %s's /metrics" % engine
 
 
 def test_dashboard_installed(host):
