@@ -57,19 +57,21 @@ def test_loaded_rules_use_the_running_engines_names(host):
 
 def test_engine_is_scraped_and_its_rule_metrics_exist(host):
     engine = active_engine(host)
-    deadline = time.time() + 60
-    while True:
-        result = api(host, '/api/v1/query?query=up%7Bjob%3D%22llmops-engine%22%7D')["result"]
-        if result and result[0]["value"][1] == "1" or time.time() > deadline:
-            break
-        time.sleep(3)
-    assert result and result[0]["value"][1] == "1", result
-    assert result[0]["metric"]["serving_engine"] == engine
-    names = set(api(host, "/api/v1/label/__name__/values"))
     wanted = {"vllm": ["vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
                        "vllm:time_to_first_token_seconds_bucket"],
               "sglang": ["sglang:token_usage", "sglang:num_queue_reqs", "sglang:time_to_first_token_seconds_bucket"]}[engine]
-    assert not [n for n in wanted if n not in names]
+    # Prometheus scrapes on its interval: wait for a scrape that carries every wanted series.
+    deadline = time.time() + 90
+    while True:
+        up = api(host, '/api/v1/query?query=up%7Bjob%3D%22llmops-engine%22%7D')["result"]
+        missing = [n for n in wanted if not api(host, "/api/v1/query?query=" + n.replace(":", "%3A"))["result"]]
+        if (up and up[0]["value"][1] == "1" and not missing) or time.time() > deadline:
+            break
+        time.sleep(5)
+    targets = [t for t in api(host, "/api/v1/targets")["activeTargets"] if t["labels"].get("job") == "llmops-engine"]
+    assert up and up[0]["value"][1] == "1", (up, targets)
+    assert up[0]["metric"]["serving_engine"] == engine
+    assert not missing, (missing, targets)
 
 
 def test_every_engine_metric_of_the_rules_is_in_the_live_scrape(host):
