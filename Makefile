@@ -18,7 +18,7 @@ export PATH := $(BIN):$(PATH)
 # (issue 7) The engine venv of the unit tests and the weights scenario's fixtures (make engine-venv).
 export LLMOPS_TEST_VENV_PYTHON ?= $(wildcard $(CURDIR)/.cache/engine-venv/bin/python)
 # Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
-SCENARIOS ?= default sglang offline
+SCENARIOS ?= default sglang offline weights nvidia upgrade
 ENGINE ?= vllm
 PROFILE ?= cpu
 
