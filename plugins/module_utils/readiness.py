@@ -37,13 +37,20 @@ def http(method, url, body=None, api_key=None, timeout=30.0):
         return status, text, elapsed
 
 
-def check_chat(base_url, api_key, model, prompt, max_tokens, timeout):
+# Both decoding paths users hit: greedy, and sampled as Qwen's generation config asks. Engines take
+# different code paths for them (vLLM 0.31's CPU sampler compiles a kernel on the first sampled
+# request and dies without a C++ compiler), so one greedy request does not prove a sampled one works.
+READINESS_SAMPLING = ({"temperature": 0}, {"temperature": 0.7, "top_p": 0.8, "seed": 0})
+
+
+def check_chat(base_url, api_key, model, prompt, max_tokens, timeout, sampling=None):
     """One real chat completion; returns facts about it or raises NotReady."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens, "temperature": 0}
+            "max_tokens": max_tokens}
+    body.update(sampling or READINESS_SAMPLING[0])
     status, resp, elapsed = http("POST", base_url + "/v1/chat/completions", body, api_key, timeout)
     if status != 200:
-        raise NotReady("chat completion answered HTTP %s: %s" % (status, str(resp)[:300]))
+        raise NotReady("chat completion (%s) answered HTTP %s: %s" % (_params(body), status, str(resp)[:300]))
     try:
         usage = resp["usage"]
         choice = resp["choices"][0]
@@ -53,6 +60,10 @@ def check_chat(base_url, api_key, model, prompt, max_tokens, timeout):
         raise NotReady("chat completion generated no tokens: %s" % str(resp)[:300])
     return {"latency_s": round(elapsed, 3), "usage": usage, "finish_reason": choice.get("finish_reason"),
             "model": resp.get("model")}
+
+
+def _params(body):
+    return ", ".join("%s=%s" % (k, body[k]) for k in ("temperature", "top_p") if k in body)
 
 
 def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeout, interval,
@@ -75,7 +86,9 @@ def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeou
                     last = "%s answered HTTP %s" % (health_path, status)
                     raise NotReady(last)
                 health_after = clock() - start
-            chat = check_chat(base_url, api_key, model, prompt, max_tokens, timeout=max(10.0, deadline - clock()))
+            for sampling in READINESS_SAMPLING:
+                chat = check_chat(base_url, api_key, model, prompt, max_tokens,
+                                  timeout=max(10.0, deadline - clock()), sampling=sampling)
             chat.update(health_after_s=round(health_after, 3), ready_after_s=round(clock() - start, 3))
             return chat
         except NotReady as e:

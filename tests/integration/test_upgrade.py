@@ -76,6 +76,8 @@ class Load:
                 status, resp = http(self.url + "/v1/chat/completions", body, timeout=60)
                 if status != 200 or not resp.get("choices"):
                     err = "HTTP %s %s" % (status, str(resp)[:200])
+            except urllib.error.HTTPError as e:
+                err = "HTTP %s: %s" % (e.code, e.read()[:300].decode("utf-8", "replace"))
             except (urllib.error.URLError, OSError, ValueError) as e:
                 err = "%s: %s" % (type(e).__name__, str(e)[:200])
             with self.lock:

@@ -11,8 +11,9 @@ from ansible_collections.llmops.serving.plugins.module_utils import readiness
 class FakeEngine(object):
     """Health fails for the first `warmup` polls; chat needs the key and returns `tokens` tokens."""
 
-    def __init__(self, warmup=2, tokens=3, chat_status=200):
+    def __init__(self, warmup=2, tokens=3, chat_status=200, sampled_status=200):
         self.warmup, self.tokens, self.chat_status = warmup, tokens, chat_status
+        self.sampled_status = sampled_status
         self.health_calls, self.chat_bodies = 0, []
         engine = self
 
@@ -39,6 +40,8 @@ class FakeEngine(object):
                     return self.reply(401, {"error": "bad key"})
                 if engine.chat_status != 200:
                     return self.reply(engine.chat_status, {"error": "boom"})
+                if body.get("temperature") and engine.sampled_status != 200:
+                    return self.reply(engine.sampled_status, {"error": "EngineCore encountered an issue"})
                 self.reply(200, {"model": body["model"], "choices": [{"finish_reason": "length"}],
                                  "usage": {"prompt_tokens": 5, "completion_tokens": engine.tokens}})
 
@@ -64,6 +67,16 @@ def test_ready_after_health_then_generation(engine):
     assert out["model"] == "m"
     assert out["ready_after_s"] >= out["health_after_s"]
     assert engine.chat_bodies[-1]["max_tokens"] == 4
+    # greedy first, then a sampled request (the engines' other decoding path)
+    assert [b["temperature"] for b in engine.chat_bodies] == [0, 0.7]
+    assert engine.chat_bodies[-1]["top_p"] == 0.8
+
+
+@pytest.mark.parametrize("engine", [{"sampled_status": 500}], indirect=True)
+def test_engine_that_only_fails_sampling_is_not_ready(engine):
+    with pytest.raises(readiness.NotReady, match=r"temperature=0.7, top_p=0.8\) answered HTTP 500"):
+        readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 4, timeout=0.5, interval=0.05)
+    assert engine.chat_bodies[0]["temperature"] == 0
 
 
 def test_wrong_key_is_not_ready(engine):
