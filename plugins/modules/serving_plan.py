@@ -149,15 +149,8 @@ options:
       - Fail when the plan cannot work; otherwise report it in RV(errors) and RV(plan).
     type: bool
     default: true
-notes:
-  - Supports check mode; the module only computes.
-attributes:
-  check_mode:
-    support: full
-    description: Reads only, so check mode runs it as usual.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - llmops.serving.read_only
 seealso:
   - module: llmops.serving.gpu_facts
   - module: llmops.serving.model_facts
