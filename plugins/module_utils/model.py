@@ -14,6 +14,8 @@ import os
 import re
 import struct
 
+from ansible_collections.llmops.serving.plugins.module_utils.engines import REGISTRY
+
 GIB = 1024 ** 3
 
 # torch dtype names found in config.json
@@ -30,50 +32,10 @@ ST_DTYPE_BYTES = {
     "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1,
 }
 
-# Lowest engine version known to ship each architecture (text models the collection serves, plus
-# their neighbours). Used only when the engine's own registry cannot be read (no venv yet): the
-# registry in the venv is the authority. Sources: the engines' release notes and the Qwen model
-# cards' minimum versions (Qwen3: vllm>=0.8.5, sglang>=0.4.6.post1; Qwen3-Next: vllm>=0.10.2,
-# sglang>=0.5.2).
-ARCH_MIN_VERSION = {
-    "vllm": {
-        "LlamaForCausalLM": "0.1.0",
-        "MistralForCausalLM": "0.2.0",
-        "Qwen2ForCausalLM": "0.3.0",
-        "Qwen2MoeForCausalLM": "0.4.1",
-        "Qwen2VLForConditionalGeneration": "0.6.1",
-        "Qwen2_5_VLForConditionalGeneration": "0.7.2",
-        "Qwen3ForCausalLM": "0.8.5",
-        "Qwen3MoeForCausalLM": "0.8.5",
-        "Qwen3NextForCausalLM": "0.10.2",
-    },
-    "sglang": {
-        "LlamaForCausalLM": "0.1.0",
-        "MistralForCausalLM": "0.1.0",
-        "Qwen2ForCausalLM": "0.1.13",
-        "Qwen2MoeForCausalLM": "0.1.14",
-        "Qwen2VLForConditionalGeneration": "0.3.6",
-        "Qwen2_5_VLForConditionalGeneration": "0.4.3",
-        "Qwen3ForCausalLM": "0.4.6.post1",
-        "Qwen3MoeForCausalLM": "0.4.6.post1",
-        "Qwen3NextForCausalLM": "0.5.2",
-    },
-}
-
-# Printed by the engine venv's python: the archs the installed engine registers (last stdout line).
-REGISTRY_PROBES = {
-    "vllm": (
-        "import json\n"
-        "from vllm.model_executor.models import ModelRegistry as R\n"
-        "print(json.dumps(sorted(R.get_supported_archs())))\n"
-    ),
-    "sglang": (
-        "import json\n"
-        "from sglang.srt.models.registry import ModelRegistry as R\n"
-        "f = getattr(R, 'get_supported_archs', None)\n"
-        "print(json.dumps(sorted(f() if f else R.models.keys())))\n"
-    ),
-}
+# Lowest engine version known to ship each architecture (used only while no venv exists to ask the
+# engine's own registry), and the probe that asks it: both live in the engine registry.
+ARCH_MIN_VERSION = dict((name, REGISTRY[name]["arch_min_version"]) for name in REGISTRY)
+REGISTRY_PROBES = dict((name, REGISTRY[name]["registry_probe"]) for name in REGISTRY)
 
 
 class ModelError(Exception):

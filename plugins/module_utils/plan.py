@@ -49,6 +49,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils.engines import REGISTRY
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import driver_branch
 from ansible_collections.llmops.serving.plugins.module_utils.model import parse_version
 
@@ -65,17 +66,9 @@ NCCL_PER_PEER = 0.11
 CUSTOM_ALLREDUCE = 0.74
 SGLANG_NON_TORCH = 0.75
 
-# Engine behaviours that change between versions: first version -> rule (the last rule whose
-# version is <= the engine's applies).
-BUDGET_RULES = {
-    "vllm": [
-        ("0.0.0", {"cudagraph_in_budget": False, "block_size": 16,
-                   "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256)}),
-    ],
-    "sglang": [
-        ("0.0.0", {"cudagraph_in_budget": False, "block_size": 1}),
-    ],
-}
+# Engine behaviours that change between versions (the engine registry's budget rows): first
+# version -> rule (the last rule whose version is <= the engine's applies).
+BUDGET_RULES = dict((name, REGISTRY[name]["budget"]) for name in REGISTRY)
 
 # testing.md, vLLM 0.26.0 on one/two H200 (cudaMemGetInfo total 139.80 GiB, measured),
 # Qwen2.5-32B-Instruct bf16, --gpu-memory-utilization 0.9, default T/S (8192 / 1024). Solving
@@ -472,4 +465,73 @@ def check_stack(stack_name, profiles, gpu_count, driver_version=None, cuda_drive
                         " or ".join(alternatives)) if alternatives else
                        "no profile in serving_stacks_file runs on this driver", needed),
         })
+    return result
+
+
+# ------------------------------------------------------------------------- the module's whole job
+def smallest_gpu(gpus, gpu_memory_bytes=None, gpu_name=None):
+    """(memory, name, compute_capability) the plan uses: the smallest usable memory among `gpus`
+    unless `gpu_memory_bytes` is given, the first GPU's name unless `gpu_name` is given, and the
+    lowest compute capability."""
+    memory, name, capability = gpu_memory_bytes, gpu_name, None
+    if not memory and gpus:
+        usable = [g.get("memory_usable_bytes") or g.get("memory_total_bytes") or 0 for g in gpus]
+        memory = min(usable)
+    if gpus:
+        name = name or gpus[0].get("name")
+        caps = [g.get("compute_capability") for g in gpus if g.get("compute_capability")]
+        capability = min(caps, key=lambda c: [int(x) for x in str(c).split(".")]) if caps else None
+    return memory, name, capability
+
+
+def plan_from_params(params):
+    """What the serving_plan module returns, from its parameters: dict(plan, deferred, stack,
+    errors, summary). The module fails with " | ".join(errors) when errors is not empty and
+    fail_when_infeasible is set."""
+    p = params
+    gpus = p.get("gpus") or []
+    gpu_count = p["gpu_count"] if p.get("gpu_count") is not None else len(gpus)
+    errors = []
+    summary = []
+    result = {"plan": None, "deferred": None, "stack": None, "errors": errors,
+              "summary": summary}
+
+    if p.get("stack"):
+        stack = check_stack(p["stack"], p.get("stack_profiles"), gpu_count, p.get("driver_version"),
+                            p.get("cuda_driver_version"), p.get("pci_gpu_count", 0))
+        stack.pop("profile", None)
+        result["stack"] = stack
+        for problem in stack["problems"]:
+            if problem["check"] == "driver" and p.get("allow_driver_change"):
+                stack["notes"].append(problem["msg"] + " (the driver role will replace it)")
+                continue
+            errors.append("%s: %s" % (problem["msg"], problem["fix"]))
+        summary.extend(stack["notes"])
+
+    memory, name, capability = smallest_gpu(gpus, p.get("gpu_memory_bytes"), p.get("gpu_name"))
+    model = p.get("model")
+    if not model:
+        result["deferred"] = "no model facts (config.json not obtainable yet)"
+        summary.append("plan deferred: " + result["deferred"])
+    elif not memory:
+        result["deferred"] = "no GPU memory known (no GPU visible and gpu_memory_bytes unset)"
+        summary.append("plan deferred: " + result["deferred"])
+    else:
+        max_len = p.get("max_model_len") or int(model.get("max_context") or 0)
+        try:
+            plan = make_plan(
+                model, memory, gpu_count or None, p.get("tensor_parallel", 1), max_len,
+                p.get("gpu_memory_fraction", 0.9), p.get("engine", "vllm"), p.get("engine_version"),
+                p.get("kv_cache_dtype", "auto"), max_num_seqs=p.get("max_num_seqs"),
+                max_num_batched_tokens=p.get("max_num_batched_tokens"),
+                available_kv_bytes=p.get("available_kv_bytes"),
+                enforce_eager=p.get("enforce_eager", False),
+                custom_all_reduce=p.get("custom_all_reduce", True), gpu_name=name,
+                max_concurrency=p.get("max_concurrency"), compute_capability=capability)
+            result["plan"] = plan
+            summary.extend(plan_summary_lines(plan))
+            errors.extend(plan["errors"])
+        except (PlanError, KeyError, ValueError) as exc:
+            errors.append(str(exc) if not isinstance(exc, KeyError)
+                          else "model facts lack %s" % exc)
     return result

@@ -708,3 +708,108 @@ def run_in_venv(fn, **kwargs):
         return dict(ok=True, result=globals()[fn](**kwargs))
     except WeightsError as e:
         return dict(ok=False, error=str(e))
+
+
+# ---------------------------------------------------------------------------- weights_convert
+# Runs in the Ansible module process; the venv work goes through the callables it is given.
+# Every failure below happens before the new folder is renamed over the served one.
+UNTOUCHED = "Nothing served was changed."
+
+
+class ConvertError(WeightsError):
+    """weights_convert fails: `msg`, and in `extra` the other keys of the failure (problems,
+    renders, rc)."""
+
+    def __init__(self, msg, **extra):
+        super(ConvertError, self).__init__(msg)
+        self.msg = msg
+        self.extra = extra
+
+
+def _verify_or_record_source(params, check_mode):
+    """(source manifest, recorded on this run) after verifying the source against its manifest or,
+    at first sight, recording one; (None, False) in check mode when there is none yet."""
+    src, mode, progress_file = params["src"], params.get("verify", "cheap"), params.get("progress_file")
+    if not os.path.isfile(os.path.join(src, "config.json")):
+        raise ConvertError("source %s holds no config.json: not a model folder" % src)
+    problems = check_shards(src)
+    if problems:
+        raise ConvertError("source %s is incomplete (copy the missing files, or fetch again):\n  %s\n%s"
+                           % (src, "\n  ".join(problems), UNTOUCHED), problems=problems)
+    man_path = params.get("source_manifest") or os.path.join(src, MANIFEST)
+    man = read_manifest(man_path)
+    if man:
+        prog = Progress(progress_file, "verify source (%s)" % mode, man.get("total_bytes", 0))
+        problems = verify(src, man, mode, prog, skip=())
+        prog.finish("done" if not problems else "failed")
+        if problems:
+            raise ConvertError("source %s does not match its integrity manifest %s (damaged or altered files; "
+                               "restore them, or delete the manifest to accept the folder as it is now):\n  %s\n%s"
+                               % (src, man_path, "\n  ".join(problems), UNTOUCHED), problems=problems)
+        return man, False
+    if check_mode:
+        return None, False
+    prog = Progress(progress_file, "hash source (first sight)", 0)
+    man = make_manifest(src, progress=prog)
+    man["source"] = src
+    d = os.path.dirname(man_path)
+    if not os.path.isdir(d):
+        os.makedirs(d)
+    write_json(man_path, man)
+    prog.finish()
+    return man, True
+
+
+def convert(params, check_mode, run_build, run_check):
+    """The weights_convert module's job; returns its result (changed, path, digest,
+    manifest_recorded, and msg in check mode or source_format, tensors, merged_dtype, total_bytes,
+    special_token_ids when built). Raises ConvertError.
+
+    params:    the module's parameters (src, dest, adapter, template_path, template,
+               source_manifest, verify, max_shard_size, progress_file).
+    run_build: args -> run_in_venv(**args) run in the engine venv (args has fn="build").
+    run_check: args -> tokenizer_check.check(**args) run in the engine venv.
+    Both may raise ConvertError (a venv that cannot run them).
+    """
+    src, dest = params["src"], params["dest"]
+    adapter, template_path = params.get("adapter"), params.get("template_path")
+    man, recorded = _verify_or_record_source(params, check_mode)
+    if man is None:
+        return dict(changed=True, path=dest, digest=None, manifest_recorded=False,
+                    msg="would record the source's manifest and build %s" % dest)
+    adapter_digest = None
+    if adapter:
+        if not os.path.isfile(os.path.join(adapter, "adapter_config.json")):
+            raise ConvertError("adapter %s has no adapter_config.json: not a PEFT adapter folder" % adapter)
+        adapter_digest = manifest_digest(make_manifest(adapter))
+    digest = recipe_digest(dict(v=1, source=manifest_digest(man), adapter=adapter_digest,
+                                template=sha256_file(template_path) if template_path else None,
+                                family=params.get("template")))
+    current, why = is_current(dest, digest)
+    if current and params.get("verify", "cheap") == "full":
+        why = verify(dest, read_manifest(os.path.join(dest, MANIFEST)), "full")
+        current = not why
+    if current:
+        return dict(changed=recorded, path=dest, digest=digest, manifest_recorded=recorded)
+    if check_mode:
+        return dict(changed=True, path=dest, digest=digest, manifest_recorded=False,
+                    msg="would build %s: %s" % (dest, "; ".join(why[:5])))
+    template_text = None
+    if template_path:
+        with open(template_path) as f:
+            template_text = f.read()
+    r = run_build(dict(fn="build", src=src, dest=dest, adapter=adapter, chat_template=template_text, digest=digest,
+                       progress_path=params.get("progress_file"), max_shard_size=params.get("max_shard_size", "5GB")))
+    if not r["ok"]:
+        raise ConvertError(r["error"] + "\n" + UNTOUCHED)
+    built = r["result"]
+    tmp = built["tmp"]
+    chk = run_check(dict(tokenizer_path=tmp, template_path=template_path, template_name=params.get("template")))
+    if chk["problems"]:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConvertError("the built folder's tokenizer or chat template is wrong; nothing served was changed:\n- %s"
+                           % "\n- ".join(chk["problems"]), problems=chk["problems"], renders=chk.get("renders"))
+    swap_in(tmp, dest)
+    return dict(changed=True, path=dest, digest=digest, manifest_recorded=recorded, source_format=built["source_format"],
+                tensors=built["tensors"], merged_dtype=built["merged_dtype"], total_bytes=built["total_bytes"],
+                special_token_ids=chk["special_token_ids"])

@@ -34,7 +34,7 @@ options:
     description: The serving engine.
     type: str
     required: true
-    choices: [vllm, sglang]
+    choices: [sglang, vllm]
   engine_version:
     description:
       - Engine version of the stack profile (for example C(0.32.0) or C(0.5.23)); selects the
@@ -270,6 +270,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.engine_args import 
     EngineArgsError,
     build,
 )
+from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES
 
 SPEC_OPTIONS = dict(
     model_path=dict(type="str", required=True),
@@ -291,7 +292,7 @@ SPEC_OPTIONS = dict(
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            engine=dict(type="str", required=True, choices=["vllm", "sglang"]),
+            engine=dict(type="str", required=True, choices=list(ENGINES)),
             engine_version=dict(type="str", required=True),
             spec=dict(type="dict", required=True, options=SPEC_OPTIONS),
             extra_args=dict(type="dict", default={}),

@@ -31,7 +31,7 @@ options:
     description: API key sent as a bearer token.
     type: str
   health_path:
-    description: Route polled before the generation (vLLM C(/health), SGLang C(/health)).
+    description: Route polled before the generation (the engine registry's health route for the engine).
     type: str
     default: /health
   prompt:
@@ -58,12 +58,13 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Wait for vLLM
+- name: Wait for the engine the serving spec names
   llmops.serving.engine_ready:
-    url: http://127.0.0.1:8000
+    url: "{{ serving_spec_engine_url }}"
     model: qwen3-32b
     api_key: "{{ serving_api_key }}"
-    unit: llmops-vllm.service
+    health_path: "{{ serving_spec_health_path }}"
+    unit: "{{ serving_spec_unit }}"
   no_log: true
 """
 

@@ -57,7 +57,7 @@ options:
         (a re-run), so the port counts as ours, not taken.
     type: list
     elements: str
-    default: [vllm, sglang]
+    default: [sglang, vllm]
   driver_checks:
     description:
       - Run the NVIDIA-driver related checks (nouveau, Secure Boot, kernel headers). Off for CPU
@@ -152,6 +152,7 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES
 from ansible_collections.llmops.serving.plugins.module_utils.host import (
     CHECKS,
     host_summary_lines,
@@ -167,7 +168,7 @@ def main():
             shm_min_bytes=dict(type="int", default=1073741824),
             memlock_min_bytes=dict(type="int", default=0),
             listen=dict(type="str"),
-            listen_allowed_owners=dict(type="list", elements="str", default=["vllm", "sglang"]),
+            listen_allowed_owners=dict(type="list", elements="str", default=list(ENGINES)),
             driver_checks=dict(type="bool", default=True),
             bind_test=dict(type="bool", default=True),
             checks=dict(type="list", elements="str", default=[], choices=list(CHECKS)),

@@ -41,7 +41,7 @@ options:
     description:
       - Engine whose support to check.
     type: str
-    choices: [vllm, sglang]
+    choices: [sglang, vllm]
   engine_version:
     description:
       - Engine version pinned by the stack profile.
@@ -180,6 +180,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES
 from ansible_collections.llmops.serving.plugins.module_utils.model import (
     REGISTRY_PROBES,
     ModelError,
@@ -195,7 +196,7 @@ def main():
         argument_spec=dict(
             path=dict(type="path"),
             config=dict(type="dict"),
-            engine=dict(type="str", choices=["vllm", "sglang"]),
+            engine=dict(type="str", choices=list(ENGINES)),
             engine_version=dict(type="str"),
             engine_python=dict(type="path"),
             stack_profiles=dict(type="dict", default={}),

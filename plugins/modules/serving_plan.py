@@ -96,7 +96,7 @@ options:
     description:
       - Engine whose memory budget to model.
     type: str
-    choices: [vllm, sglang]
+    choices: [sglang, vllm]
     default: vllm
   engine_version:
     description:
@@ -220,100 +220,42 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.serving.plugins.module_utils.plan import (
-    PlanError,
-    check_stack,
-    make_plan,
-    plan_summary_lines,
+from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES
+from ansible_collections.llmops.serving.plugins.module_utils.plan import plan_from_params
+
+ARGUMENT_SPEC = dict(
+    model=dict(type="dict", default={}),
+    gpus=dict(type="list", elements="dict", default=[]),
+    gpu_memory_bytes=dict(type="int"),
+    gpu_count=dict(type="int"),
+    gpu_name=dict(type="str"),
+    tensor_parallel=dict(type="int", default=1),
+    max_model_len=dict(type="int", default=0),
+    gpu_memory_fraction=dict(type="float", default=0.9),
+    max_concurrency=dict(type="int"),
+    max_num_seqs=dict(type="int"),
+    max_num_batched_tokens=dict(type="int", no_log=False),
+    kv_cache_dtype=dict(type="str", default="auto"),
+    engine=dict(type="str", default="vllm", choices=list(ENGINES)),
+    engine_version=dict(type="str"),
+    available_kv_bytes=dict(type="int"),
+    enforce_eager=dict(type="bool", default=False),
+    custom_all_reduce=dict(type="bool", default=True),
+    stack=dict(type="str"),
+    stack_profiles=dict(type="dict", default={}),
+    driver_version=dict(type="str"),
+    cuda_driver_version=dict(type="str"),
+    pci_gpu_count=dict(type="int", default=0),
+    allow_driver_change=dict(type="bool", default=False),
+    fail_when_infeasible=dict(type="bool", default=True),
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            model=dict(type="dict", default={}),
-            gpus=dict(type="list", elements="dict", default=[]),
-            gpu_memory_bytes=dict(type="int"),
-            gpu_count=dict(type="int"),
-            gpu_name=dict(type="str"),
-            tensor_parallel=dict(type="int", default=1),
-            max_model_len=dict(type="int", default=0),
-            gpu_memory_fraction=dict(type="float", default=0.9),
-            max_concurrency=dict(type="int"),
-            max_num_seqs=dict(type="int"),
-            max_num_batched_tokens=dict(type="int", no_log=False),
-            kv_cache_dtype=dict(type="str", default="auto"),
-            engine=dict(type="str", default="vllm", choices=["vllm", "sglang"]),
-            engine_version=dict(type="str"),
-            available_kv_bytes=dict(type="int"),
-            enforce_eager=dict(type="bool", default=False),
-            custom_all_reduce=dict(type="bool", default=True),
-            stack=dict(type="str"),
-            stack_profiles=dict(type="dict", default={}),
-            driver_version=dict(type="str"),
-            cuda_driver_version=dict(type="str"),
-            pci_gpu_count=dict(type="int", default=0),
-            allow_driver_change=dict(type="bool", default=False),
-            fail_when_infeasible=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    gpus = p["gpus"] or []
-    gpu_count = p["gpu_count"] if p["gpu_count"] is not None else len(gpus)
-    errors = []
-    summary = []
-    result = {"plan": None, "deferred": None, "stack": None, "errors": errors,
-              "summary": summary}
-
-    if p["stack"]:
-        stack = check_stack(p["stack"], p["stack_profiles"], gpu_count, p["driver_version"],
-                            p["cuda_driver_version"], p["pci_gpu_count"])
-        stack.pop("profile", None)
-        result["stack"] = stack
-        for problem in stack["problems"]:
-            if problem["check"] == "driver" and p["allow_driver_change"]:
-                stack["notes"].append(problem["msg"] + " (the driver role will replace it)")
-                continue
-            errors.append("%s: %s" % (problem["msg"], problem["fix"]))
-        summary.extend(stack["notes"])
-
-    memory = p["gpu_memory_bytes"]
-    name = p["gpu_name"]
-    capability = None
-    if not memory and gpus:
-        usable = [g.get("memory_usable_bytes") or g.get("memory_total_bytes") or 0 for g in gpus]
-        memory = min(usable)
-    if gpus:
-        name = name or gpus[0].get("name")
-        caps = [g.get("compute_capability") for g in gpus if g.get("compute_capability")]
-        capability = min(caps, key=lambda c: [int(x) for x in str(c).split(".")]) if caps else None
-
-    model = p["model"]
-    if not model:
-        result["deferred"] = "no model facts (config.json not obtainable yet)"
-        summary.append("plan deferred: " + result["deferred"])
-    elif not memory:
-        result["deferred"] = "no GPU memory known (no GPU visible and gpu_memory_bytes unset)"
-        summary.append("plan deferred: " + result["deferred"])
-    else:
-        max_len = p["max_model_len"] or int(model.get("max_context") or 0)
-        try:
-            plan = make_plan(
-                model, memory, gpu_count or None, p["tensor_parallel"], max_len,
-                p["gpu_memory_fraction"], p["engine"], p["engine_version"], p["kv_cache_dtype"],
-                max_num_seqs=p["max_num_seqs"], max_num_batched_tokens=p["max_num_batched_tokens"],
-                available_kv_bytes=p["available_kv_bytes"], enforce_eager=p["enforce_eager"],
-                custom_all_reduce=p["custom_all_reduce"], gpu_name=name,
-                max_concurrency=p["max_concurrency"], compute_capability=capability)
-            result["plan"] = plan
-            summary.extend(plan_summary_lines(plan))
-            errors.extend(plan["errors"])
-        except (PlanError, KeyError, ValueError) as exc:
-            errors.append(str(exc) if not isinstance(exc, KeyError)
-                          else "model facts lack %s" % exc)
-    if errors and p["fail_when_infeasible"]:
-        module.fail_json(msg=" | ".join(errors), **result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    result = plan_from_params(module.params)
+    if result["errors"] and module.params["fail_when_infeasible"]:
+        module.fail_json(msg=" | ".join(result["errors"]), **result)
     module.exit_json(changed=False, **result)
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Every role's meta/argument_specs.yml must match its defaults/main.yml, option for option.
 
-Also: the shared serving spec (serving_*) must have the same default in every role that reads it,
-so a role run on its own behaves like the same role inside site.yml.
+Also: the serving spec (serving_*) lives in one role, serving_spec, which every other role
+depends on; no other role may define or document a serving_* option (one change, one place).
 """
 import glob
 import os
@@ -19,7 +19,8 @@ def load(path):
 
 
 def main():
-    errors, shared = [], {}
+    errors = []
+    spec_role = "serving_spec"
     for role in sorted(glob.glob(os.path.join(ROOT, "roles", "*"))):
         name = os.path.basename(role)
         spec_file = os.path.join(role, "meta", "argument_specs.yml")
@@ -42,16 +43,22 @@ def main():
                                   % (name, opt, spec.get("default"), defaults[opt]))
             elif not spec.get("required") and "default" in spec:
                 errors.append("%s: option %s has a spec default but none in defaults/main.yml" % (name, opt))
-            elif not name.startswith(("preflight",)) and not opt.startswith("serving_") and not spec.get("required"):
-                pass
-            if opt.startswith("serving_") and opt in defaults:
-                shared.setdefault(opt, {})[name] = defaults[opt]
-            elif not opt.startswith(("serving_", name + "_")):
-                errors.append("%s: option %s is neither serving_* nor prefixed %s_" % (name, opt, name))
-    for opt, per_role in sorted(shared.items()):
-        values = {repr(v) for v in per_role.values()}
-        if len(values) > 1:
-            errors.append("shared %s has different defaults: %s" % (opt, per_role))
+            if opt.startswith("serving_") and name != spec_role:
+                errors.append("%s: option %s belongs to the serving spec: define it in roles/%s only"
+                              % (name, opt, spec_role))
+            elif name == spec_role and not opt.startswith("serving_"):
+                errors.append("%s: option %s is not serving_*" % (name, opt))
+            elif name != spec_role and not opt.startswith(name + "_"):
+                errors.append("%s: option %s is not prefixed %s_" % (name, opt, name))
+        for opt in sorted(defaults):
+            if opt.startswith("serving_") and name != spec_role:
+                errors.append("%s: defaults/main.yml sets %s: the serving spec lives in roles/%s"
+                              % (name, opt, spec_role))
+        if name != spec_role:
+            meta = load(os.path.join(role, "meta", "main.yml"))
+            deps = [d.get("role") if isinstance(d, dict) else d for d in meta.get("dependencies") or []]
+            if "llmops.serving." + spec_role not in deps:
+                errors.append("%s: meta/main.yml does not depend on llmops.serving.%s" % (name, spec_role))
     for e in errors:
         print("argument_specs: " + e)
     print("argument_specs: %d roles checked, %d problems" % (len(glob.glob(os.path.join(ROOT, "roles", "*"))), len(errors)))

@@ -161,6 +161,17 @@ def test_upgrade_rollout_and_rollbacks():
     venvs = on_host(ENGINES[0], "ls /opt/llmops/venvs").split()
     assert "vllm-0.31.0" in venvs and "vllm-0.29.0" not in venvs and "vllm-0.30.0" not in venvs, venvs
 
+    # 2b. The upgraded hosts run byte for byte what site.yml renders for B: its engine tag in check
+    # mode finds the unit, environment, launcher and link as they are, and restarts nothing.
+    digests = {c: on_host(c, "sha256sum /etc/systemd/system/llmops-vllm.service /etc/llmops/vllm.env") for c in ENGINES}
+    rc, out = playbook("site", "--tags", "engine", "--check", "--diff", "--limit", "llm_servers",
+                       "-e", "serving_stack=cpu")
+    assert rc == 0, out[-3000:]
+    assert out.count("llmops-vllm.service: unchanged") == len(ENGINES), out[-3000:]
+    assert "restart queued" not in out
+    assert {c: on_host(c, "sha256sum /etc/systemd/system/llmops-vllm.service /etc/llmops/vllm.env")
+            for c in ENGINES} == digests
+
     # 3. --check predicts per host and changes nothing.
     starts = {c: unit_start(c) for c in ENGINES}
     rc, out = playbook("upgrade", "--tags", "upgrade", "--check", "--diff", "-e", "serving_stack=cpu-prev")

@@ -3,9 +3,11 @@
 """Render the monitoring role's alert rules outside Ansible, the way its template task does.
 
 Used by tests/unit/monitoring (metric names against the real engines' fixtures) and by
-run_promtool.py (`promtool check rules` / `promtool test rules`). The role's own data decides:
-defaults/main.yml, vars/main.yml (metric names by engine version), templates/*.rules.yml.j2.
+run_promtool.py (`promtool check rules` / `promtool test rules`). The collection's own data
+decides: the role's defaults/main.yml and templates/*.rules.yml.j2, and the metric names by engine
+version from the engine registry (plugins/module_utils/engines.py), as the role reads them.
 """
+import importlib.util
 import json
 import os
 import re
@@ -29,18 +31,27 @@ def version_tuple(version):
     return tuple(int(x) for x in re.match(r"^\d+(?:\.\d+)*", str(version)).group(0).split("."))
 
 
+def _registry():
+    spec = importlib.util.spec_from_file_location(
+        "llmops_engines", os.path.join(REPO, "plugins", "module_utils", "engines.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def metric_set(engine, version):
-    """The role's choice: the entry with the highest `since` not above the version."""
-    sets = _load("vars", "main.yml")["__monitoring_metric_sets"][engine]
-    chosen = [s for s in sets if version_tuple(s["since"]) <= version_tuple(version)]
-    return sorted(chosen, key=lambda s: version_tuple(s["since"]))[-1]
+    """The role's choice: the engine registry's metric names at that version."""
+    return _registry().engine_info(engine, version)["metrics"]
 
 
 def render(engine, version, **overrides):
     """Rendered rules text for engine/version; overrides replace role defaults."""
-    variables = dict(_load("defaults", "main.yml"))
+    with open(os.path.join(REPO, "roles", "serving_spec", "defaults", "main.yml"), encoding="utf-8") as handle:
+        variables = dict(yaml.safe_load(handle))
+    variables.update(_load("defaults", "main.yml"))
     variables.update(overrides)
     variables.update(serving_engine=engine, __monitoring_engine_version=version,
+                     serving_spec_unit=_registry().engine_info(engine)["unit"],
                      __monitoring_metrics=metric_set(engine, version),
                      ansible_managed="Ansible managed (rendered by tests/monitoring/render_rules.py)")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Make ``ansible_collections.llmops.serving`` importable in pytest.
 
 `make unit` exports ANSIBLE_COLLECTIONS_PATH (the checkout's .cache/collections link first); the

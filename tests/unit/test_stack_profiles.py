@@ -43,8 +43,8 @@ ENGINES = [(p, e) for p in sorted(PROFILES_DATA) for e in sorted(PROFILES_DATA[p
 
 def test_profiles_present_and_default():
     assert set(GPU_PROFILES + ["cpu"]) <= set(PROFILES_DATA)
-    # cuda12.4 is the default of every role that reads serving_stack
-    for role in ("python_env",):
+    # cuda12.4 is the serving spec's default (its one owner, the serving_spec role)
+    for role in ("serving_spec",):
         with open(os.path.join(REPO, "roles", role, "defaults", "main.yml")) as f:
             assert yaml.safe_load(f)["serving_stack"] == "cuda12.4"
 

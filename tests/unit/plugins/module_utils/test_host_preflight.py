@@ -91,7 +91,7 @@ def test_too_little_disk_is_a_fatal_problem_naming_the_variable(tmp_path):
         statvfs=statvfs_map({str(tmp_path): StatVFS(20 * GIB), "/dev/shm": StatVFS(8 * GIB)}),
         kernel_release="6.1.0-test")
     disk = [p for p in facts["problems"] if p["check"] == "disk"][0]
-    assert disk["fatal"] and disk["variable"] == "model_weights_root"
+    assert disk["fatal"] and disk["variable"] == "serving_models_root"
     assert "20.00 GiB free" in disk["msg"] and "70.00 GiB" in disk["msg"]
     assert facts["fatal"] == [disk]
 

@@ -237,3 +237,115 @@ def test_gpu_stack_without_gpu_and_cpu_stack():
 def test_unknown_profile():
     problem = P.check_stack("cuda11.8", PROFILES, 1)["problems"][0]
     assert problem["check"] == "profile" and "cuda12.4" in problem["fix"]
+
+
+# ------------------------------------------------------------- the serving_plan module's job
+# plan_from_params(params) is what the module returns; it fails on errors unless
+# fail_when_infeasible is false. Cases: (id, params over BASE_PARAMS, expected).
+BASE_PARAMS = {"model": Q25, "gpu_memory_bytes": H200, "gpu_count": 1, "max_model_len": 8192,
+               "engine_version": "0.26.0"}
+OLD_DRIVER = {"stack": "cuda12.4", "stack_profiles": PROFILES, "driver_version": "535.183.01",
+              "cuda_driver_version": "12.2"}
+OLD_DRIVER_MSG = ("driver 535.183.01 (branch 535, CUDA driver API 12.2) is too old for serving_stack "
+                  "cuda12.4, which needs branch >= 550 for CUDA 12.4")
+PARAM_CASES = [
+    ("fits", {}, {"errors": [], "deferred": None, "max_model_len": 8192, "summary_len": 3}),
+    ("max_model_len 0 takes the checkpoint's maximum", {"max_model_len": 0},
+     {"errors": [], "max_model_len": 32768}),
+    ("no model facts defers", {"model": {}},
+     {"errors": [], "plan": None, "summary_len": 1,
+      "deferred": "no model facts (config.json not obtainable yet)"}),
+    ("no GPU memory defers", {"gpu_memory_bytes": None},
+     {"errors": [], "plan": None,
+      "deferred": "no GPU memory known (no GPU visible and gpu_memory_bytes unset)"}),
+    ("model facts without heads", {"model": {"num_hidden_layers": 2}},
+     {"errors": ["model facts lack 'num_attention_heads'"], "plan": None}),
+    ("tp not dividing the heads", {"tensor_parallel": 3},
+     {"plan": None, "errors": ["serving_tensor_parallel=3 does not divide the model's 40 attention "
+                               "heads / 8 KV heads; valid sizes: 1, 2, 4, 8"]}),
+    ("tp beyond the GPUs", {"tensor_parallel": 2},
+     {"plan": None, "errors": ["serving_tensor_parallel=2 but the host has 1 GPU(s): lower "
+                               "serving_tensor_parallel to 1 or serve on a host with 2 GPUs"]}),
+    ("fraction out of range", {"gpu_memory_fraction": 1.5},
+     {"plan": None, "errors": ["serving_gpu_memory_fraction must be in (0, 1], got 1.5"]}),
+    # gpu_count 0 (no gpus, none given) is passed on as "unknown": memory alone plans
+    ("gpu_count unknown", {"gpu_count": None}, {"errors": [], "max_model_len": 8192}),
+    ("unknown stack", {"stack": "nope", "stack_profiles": PROFILES},
+     {"errors": ["serving_stack 'nope' is not a profile in serving_stacks_file: choose one of: cpu, "
+                 "cuda12.4, cuda12.8, cuda13.0"], "max_model_len": 8192}),
+    ("driver too old", OLD_DRIVER,
+     {"errors": [OLD_DRIVER_MSG + ": no profile in serving_stacks_file runs on this driver; or let the "
+                 "nvidia_driver role install branch 550 (a reboot; set preflight_allow_driver_change: "
+                 "true)"], "summary_len": 3}),
+    ("driver too old, the driver role replaces it", dict(OLD_DRIVER, allow_driver_change=True),
+     {"errors": [], "summary_len": 4,
+      "summary_first": OLD_DRIVER_MSG + " (the driver role will replace it)"}),
+    ("cpu stack on a GPU host", {"stack": "cpu", "stack_profiles": PROFILES},
+     {"errors": [], "summary_first": "serving_stack cpu is CPU-only: the 1 GPU(s) stay unused"}),
+]
+
+
+@pytest.mark.parametrize("over,expected", [c[1:] for c in PARAM_CASES], ids=[c[0] for c in PARAM_CASES])
+def test_plan_from_params(over, expected):
+    result = P.plan_from_params(dict(BASE_PARAMS, **over))
+    assert sorted(result) == ["deferred", "errors", "plan", "stack", "summary"]
+    assert result["errors"] == expected["errors"]
+    assert result["deferred"] == expected.get("deferred")
+    if "plan" in expected:
+        assert result["plan"] is expected["plan"]
+    if "max_model_len" in expected:
+        assert result["plan"]["max_model_len"] == expected["max_model_len"] and result["plan"]["fits"]
+        assert result["summary"][-2].startswith("KV cache")
+    if "summary_len" in expected:
+        assert len(result["summary"]) == expected["summary_len"]
+    if "summary_first" in expected:
+        assert result["summary"][0] == expected["summary_first"]
+    if result["stack"] is not None:
+        assert "profile" not in result["stack"]  # the profile itself is not returned
+
+
+def test_plan_from_params_infeasible_plan_is_returned_with_its_error():
+    result = P.plan_from_params(dict(BASE_PARAMS, max_model_len=32768, gpu_memory_fraction=0.5))
+    plan = result["plan"]
+    assert plan["fits"] is False and result["errors"] == plan["errors"] and len(result["errors"]) == 1
+    assert result["errors"][0].startswith("one sequence of serving_max_model_len=32768 tokens")
+
+
+def test_plan_from_params_uses_the_smallest_gpu_and_matches_make_plan():
+    gpus = [{"name": "NVIDIA H200", "memory_total_bytes": H200 + GIB, "memory_usable_bytes": H200,
+             "compute_capability": "9.0"},
+            {"name": "NVIDIA H100", "memory_total_bytes": 80 * GIB, "compute_capability": "10.0"}]
+    result = P.plan_from_params({"model": Q25, "gpus": gpus, "tensor_parallel": 2,
+                                 "max_model_len": 8192, "engine_version": "0.26.0"})
+    # memory_total_bytes stands in when usable is unknown; the first GPU's name picks vLLM's defaults
+    assert result["plan"] == P.make_plan(Q25, 80 * GIB, 2, 2, 8192, 0.9, "vllm", "0.26.0",
+                                         gpu_name="NVIDIA H200", compute_capability="9.0")
+
+
+@pytest.mark.parametrize("gpus,memory,name,expected", [
+    ([], None, None, (None, None, None)),
+    ([], 5, "given", (5, "given", None)),
+    ([{"memory_usable_bytes": 7, "memory_total_bytes": 9, "name": "a", "compute_capability": "8.0"},
+      {"memory_total_bytes": 6, "name": "b", "compute_capability": "12.0"}], None, None, (6, "a", "8.0")),
+    # capabilities compare as numbers: 9.0 < 10.0 although "10.0" < "9.0" as text
+    ([{"memory_usable_bytes": 7, "compute_capability": "10.0"}, {"memory_usable_bytes": 8, "compute_capability": "9.0"}],
+     3, "given", (3, "given", "9.0")),
+    ([{"name": "x"}], None, None, (0, "x", None)),
+])
+def test_smallest_gpu(gpus, memory, name, expected):
+    assert P.smallest_gpu(gpus, memory, name) == expected
+
+
+def test_module_documentation_matches_spec_and_results():
+    import yaml
+    from ansible_collections.llmops.serving.plugins.modules import serving_plan
+
+    doc = yaml.safe_load(serving_plan.DOCUMENTATION)
+    yaml.safe_load(serving_plan.EXAMPLES)
+    spec = serving_plan.ARGUMENT_SPEC
+    assert set(doc["options"]) == set(spec)
+    for name, opt in spec.items():
+        for key in ("type", "default", "choices", "elements"):
+            assert doc["options"][name].get(key) == opt.get(key), (name, key)
+    returns = yaml.safe_load(serving_plan.RETURN)
+    assert set(returns) == set(P.plan_from_params(BASE_PARAMS)) == set(P.plan_from_params({}))

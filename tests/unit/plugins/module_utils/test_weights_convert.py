@@ -1,0 +1,302 @@
+# -*- coding: utf-8 -*-
+"""weights.convert(): the weights_convert module's job (verify or record the source, skip a current
+folder, build, prove the tokenizer, swap in), on a tiny safetensors checkpoint.
+
+The build is weights' own (run_in_venv(fn="build"), which needs only the standard library for a
+safetensors source); the tokenizer check, which needs transformers, is a fake. The module itself
+runs the build in a real child interpreter through venv_runner."""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.serving.plugins.module_utils import weights
+from ansible_collections.llmops.serving.plugins.modules import weights_convert
+
+IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644}
+UNTOUCHED = "Nothing served was changed."
+
+
+def safetensors_bytes(tensors):
+    """A valid safetensors file: {name: (shape, dtype, data bytes)}."""
+    header, data = {}, b""
+    for name, (shape, dtype, blob) in sorted(tensors.items()):
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
+        data += blob
+    raw = json.dumps(header).encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+def write(path, data):
+    d = os.path.dirname(str(path))
+    if not os.path.isdir(d):
+        os.makedirs(d)
+    with open(str(path), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+@pytest.fixture()
+def tree(tmp_path):
+    src = tmp_path / "src"
+    write(src / "config.json", '{"architectures": ["Qwen3ForCausalLM"]}')
+    write(src / "tokenizer_config.json", '{"model_max_length": 4096}')
+    tensors = {"w": ([2, 2], "F32", b"\0" * 16), "b": ([2], "F32", b"\1" * 8)}
+    write(src / "model.safetensors", safetensors_bytes(tensors))
+    write(tmp_path / "chat.jinja", "{{ messages }}")
+    return tmp_path
+
+
+def params(tree, **over):
+    out = {"src": str(tree / "src"), "dest": str(tree / "served"), "adapter": None, "template_path": None,
+           "template": None, "source_manifest": None, "verify": "cheap", "max_shard_size": "5GB",
+           "progress_file": None}
+    out.update(over)
+    return out
+
+
+class Venv(object):
+    """run_build / run_check for convert(): weights' real build in-process, a fake tokenizer check."""
+
+    def __init__(self, problems=(), build_error=None):
+        self.problems, self.build_error = list(problems), build_error
+        self.builds, self.checks = [], []
+
+    def build(self, args):
+        self.builds.append(args)
+        if self.build_error:
+            return {"ok": False, "error": self.build_error}
+        return weights.run_in_venv(**args)
+
+    def check(self, args):
+        self.checks.append(args)
+        assert os.path.isfile(os.path.join(args["tokenizer_path"], "config.json"))  # the built folder
+        return {"problems": self.problems, "special_token_ids": IDS, "renders": {"probe": "text"}}
+
+
+def convert(tree, venv=None, check_mode=False, **over):
+    venv = venv or Venv()
+    return weights.convert(params(tree, **over), check_mode, venv.build, venv.check), venv
+
+
+def no_call(args):
+    raise AssertionError("must not run: %s" % args)
+
+
+def leftovers(tree):
+    return sorted(p for p in os.listdir(str(tree)) if p.startswith(".served"))
+
+
+# ------------------------------------------------------------------------------ success paths
+def test_first_run_records_the_source_builds_proves_and_swaps_in(tree):
+    result, venv = convert(tree, template_path=str(tree / "chat.jinja"), template="qwen3")
+    dest = str(tree / "served")
+    built = weights.read_manifest(os.path.join(dest, weights.MANIFEST))
+    assert result == {"changed": True, "path": dest, "digest": result["digest"], "manifest_recorded": True,
+                      "source_format": "safetensors", "tensors": 2, "merged_dtype": None,
+                      "total_bytes": built["total_bytes"], "special_token_ids": IDS}
+    assert len(result["digest"]) == 64
+    # the source's manifest, recorded at first sight
+    source_man = weights.read_manifest(str(tree / "src" / weights.MANIFEST))
+    assert source_man["source"] == str(tree / "src") and "model.safetensors" in source_man["files"]
+    # the build got the recipe; the check ran on the temporary folder, before the swap
+    assert venv.builds[0]["fn"] == "build" and venv.builds[0]["digest"] == result["digest"]
+    assert venv.builds[0]["chat_template"] == "{{ messages }}" and venv.builds[0]["max_shard_size"] == "5GB"
+    tmp = venv.checks[0]["tokenizer_path"]
+    assert venv.checks == [{"tokenizer_path": tmp, "template_path": str(tree / "chat.jinja"), "template_name": "qwen3"}]
+    assert os.path.dirname(tmp) == str(tree) and os.path.basename(tmp).startswith(".served.build-")
+    with open(os.path.join(dest, "tokenizer_config.json")) as f:
+        assert json.load(f)["chat_template"] == "{{ messages }}"
+    assert weights.is_current(dest, result["digest"]) == (True, [])
+    assert leftovers(tree) == []
+
+
+def test_a_current_folder_is_left_alone(tree):
+    first, dummy = convert(tree)
+    again = weights.convert(params(tree), False, no_call, no_call)
+    assert again == {"changed": False, "path": str(tree / "served"), "digest": first["digest"],
+                     "manifest_recorded": False}
+    # a given manifest location is honoured, and recording it alone is a change
+    man = str(tree / "manifests" / "src.json")
+    recorded = weights.convert(params(tree, source_manifest=man), False, no_call, no_call)
+    assert recorded == dict(again, changed=True, manifest_recorded=True) and os.path.isfile(man)
+
+
+def test_check_mode_at_first_sight_records_nothing(tree):
+    result = weights.convert(params(tree), True, no_call, no_call)
+    assert result == {"changed": True, "path": str(tree / "served"), "digest": None, "manifest_recorded": False,
+                      "msg": "would record the source's manifest and build %s" % (tree / "served")}
+    assert not os.path.exists(str(tree / "src" / weights.MANIFEST)) and not os.path.exists(str(tree / "served"))
+
+
+def test_check_mode_reports_why_it_would_rebuild(tree):
+    first, dummy = convert(tree)
+    result = weights.convert(params(tree, template_path=str(tree / "chat.jinja")), True, no_call, no_call)
+    assert result["digest"] != first["digest"]
+    assert result == {"changed": True, "path": str(tree / "served"), "digest": result["digest"],
+                      "manifest_recorded": False,
+                      "msg": "would build %s: not built from this source/adapter/template" % (tree / "served")}
+
+
+@pytest.mark.parametrize("mode,rebuilt", [("cheap", False), ("full", True)])
+def test_full_verify_catches_a_served_file_altered_in_place(tree, mode, rebuilt):
+    first, dummy = convert(tree)
+    served = str(tree / "served" / "config.json")  # a copy (the weights are hard links to the source)
+    st = os.stat(served)
+    with open(served, "r+b") as f:  # same size, same mtime: only a hash sees it
+        f.write(b"[")
+    os.utime(served, (st.st_atime, st.st_mtime))
+    result = weights.convert(params(tree, verify=mode), True, no_call, no_call)
+    assert result["changed"] is rebuilt
+    if rebuilt:
+        assert result["msg"].startswith("would build %s: config.json: sha256 " % (tree / "served"))
+    else:
+        assert result == {"changed": False, "path": str(tree / "served"), "digest": first["digest"],
+                          "manifest_recorded": False}
+
+
+# ------------------------------------------------------------------------------ failures
+def _no_config(tree):
+    os.remove(str(tree / "src" / "config.json"))
+
+
+def _missing_shard(tree):
+    write(tree / "src" / "model.safetensors.index.json",
+          json.dumps({"weight_map": {"w": "model.safetensors", "b": "model-00002.safetensors"}}))
+
+
+def _altered_source(tree):
+    convert(tree)  # built and served from this source, whose manifest is recorded
+    with open(str(tree / "src" / "model.safetensors"), "r+b") as f:
+        f.truncate(10)
+
+
+def _no_adapter_config(tree):
+    write(tree / "lora" / "adapter_model.safetensors", b"x")
+
+
+FAILURES = [
+    # (id, setup, over, venv, message (with {src}, {tmp}), extra keys)
+    ("no config.json", _no_config, {}, {}, "source {src} holds no config.json: not a model folder", {}),
+    ("a shard the index names is missing", _missing_shard, {}, {},
+     "source {src} is incomplete (copy the missing files, or fetch again):\n"
+     "  model.safetensors.index.json names shard model-00002.safetensors, which is missing\n" + UNTOUCHED,
+     {"problems": ["model.safetensors.index.json names shard model-00002.safetensors, which is missing"]}),
+    ("source altered after its manifest", _altered_source, {}, {},
+     "source {src} does not match its integrity manifest {src}/.llmops-manifest.json (damaged or altered files; "
+     "restore them, or delete the manifest to accept the folder as it is now):\n"
+     "  model.safetensors: truncated (10 bytes, the manifest says {size})\n" + UNTOUCHED,
+     {"problems": ["model.safetensors: truncated (10 bytes, the manifest says {size})"]}),
+    ("adapter without adapter_config.json", _no_adapter_config, {"adapter": "{tmp}/lora"}, {},
+     "adapter {tmp}/lora has no adapter_config.json: not a PEFT adapter folder", {}),
+    ("the build fails", None, {}, {"build_error": "merge check failed: x"},
+     "merge check failed: x\n" + UNTOUCHED, {}),
+    ("the built tokenizer is wrong", None, {}, {"problems": ["<|im_start|> is not one token"]},
+     "the built folder's tokenizer or chat template is wrong; nothing served was changed:\n"
+     "- <|im_start|> is not one token",
+     {"problems": ["<|im_start|> is not one token"], "renders": {"probe": "text"}}),
+]
+
+
+@pytest.mark.parametrize("setup,over,venv_kw,message,extra", [c[1:] for c in FAILURES], ids=[c[0] for c in FAILURES])
+def test_failures_name_the_problem_and_change_nothing_served(tree, setup, over, venv_kw, message, extra):
+    # something is served already (another recipe): it must survive every failure
+    write(tree / "served" / "config.json", "old")
+    fmt = dict(src=str(tree / "src"), tmp=str(tree), size=os.path.getsize(str(tree / "src" / "model.safetensors")))
+    if setup:
+        setup(tree)
+    over = dict((k, v.format(**fmt)) for k, v in over.items())
+    before = sorted(os.listdir(str(tree / "served")))
+    with pytest.raises(weights.ConvertError) as err:
+        convert(tree, Venv(**venv_kw), **over)
+    assert err.value.msg == str(err.value) == message.format(**fmt)
+    assert err.value.extra == dict((k, [p.format(**fmt) for p in v] if k == "problems" else v) for k, v in extra.items())
+    assert sorted(os.listdir(str(tree / "served"))) == before
+    assert leftovers(tree) == []  # no temporary folder left beside dest
+
+
+# ------------------------------------------------------------------- the module around convert()
+class Exit(Exception):
+    pass
+
+
+def run_module(monkeypatch, args, tokenizer_rc=0, check_mode=False):
+    """weights_convert.main(): weights' build really runs in a child interpreter (this one); the
+    tokenizer check answers like the venv would (or fails with tokenizer_rc)."""
+    calls = []
+
+    def run_command(self, argv, data=None, binary_data=False, environ_update=None, **kwargs):
+        calls.append(argv)
+        if "_result = check(**_args)" not in argv[2]:  # weights.run_in_venv: run it for real
+            proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True, check=False)
+            return proc.returncode, proc.stdout, proc.stderr
+        if tokenizer_rc:
+            return tokenizer_rc, "", "Traceback ...\nModuleNotFoundError: No module named 'transformers'"
+        return 0, "\n@@LLMOPS-RESULT@@" + json.dumps({"problems": [], "special_token_ids": IDS}) + "\n", ""
+
+    def leave(self, **kwargs):
+        raise Exit(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", leave)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: leave(self, failed=True, **kw))
+    args = dict(args, python=sys.executable)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    with patch_module_args(args):
+        with pytest.raises(Exit) as err:
+            weights_convert.main()
+    return err.value.args[0], calls
+
+
+def test_module_builds_through_a_child_interpreter(tree, monkeypatch):
+    args = {"src": str(tree / "src"), "dest": str(tree / "served")}
+    result, calls = run_module(monkeypatch, args)
+    assert [c[:2] for c in calls] == [[sys.executable, "-c"]] * 2
+    assert result == {"changed": True, "path": str(tree / "served"), "digest": result["digest"],
+                      "manifest_recorded": True, "source_format": "safetensors", "tensors": 2,
+                      "merged_dtype": None, "total_bytes": result["total_bytes"], "special_token_ids": IDS}
+    again, calls = run_module(monkeypatch, args, check_mode=True)
+    assert again == {"changed": False, "path": str(tree / "served"), "digest": result["digest"],
+                     "manifest_recorded": False} and calls == []
+
+
+def test_module_fails_when_python_is_no_engine_venv(tree, monkeypatch):
+    result, dummy = run_module(monkeypatch, {"src": str(tree / "src"), "dest": str(tree / "served")}, tokenizer_rc=1)
+    assert result["failed"] and result["rc"] == 1 and set(result) == {"failed", "msg", "rc"}
+    assert result["msg"].startswith("tokenizer_check.check failed under %s (rc=1):\n" % sys.executable)
+    assert result["msg"].endswith("No module named 'transformers'; python must be an engine venv's interpreter "
+                                  "(torch, safetensors, transformers, peft)")
+    assert leftovers(tree) != [] and not os.path.exists(str(tree / "served"))  # as before: the temp folder stays
+
+
+def test_module_failure_carries_the_problems(tree, monkeypatch):
+    _missing_shard(tree)
+    result, calls = run_module(monkeypatch, {"src": str(tree / "src"), "dest": str(tree / "served")})
+    assert result["failed"] and calls == []
+    assert result["problems"] == ["model.safetensors.index.json names shard model-00002.safetensors, which is missing"]
+    assert result["msg"].endswith(UNTOUCHED)
+
+
+def test_module_documentation_matches_spec_and_results():
+    doc = yaml.safe_load(weights_convert.DOCUMENTATION)
+    yaml.safe_load(weights_convert.EXAMPLES)
+    returns = yaml.safe_load(weights_convert.RETURN)
+    spec = weights_convert.ARGUMENT_SPEC
+    assert set(doc["options"]) == set(spec)
+    for name, opt in spec.items():
+        documented = doc["options"][name]
+        for key in ("type", "default", "choices"):
+            assert documented.get(key) == opt.get(key), (name, key)
+        assert bool(documented.get("required")) == bool(opt.get("required")), name
+    built = {"changed", "path", "digest", "manifest_recorded", "source_format", "tensors", "merged_dtype",
+             "total_bytes", "special_token_ids"}
+    assert set(returns) == built - {"changed"}
+    assert set(k for k, v in returns.items() if v["returned"] == "always") == {"path", "digest", "manifest_recorded"}
