@@ -11,12 +11,15 @@ ANSIBLE_PKG := ansible==12.3.0
 # The collection must sit under ansible_collections/llmops/serving to be importable by its FQCN.
 COLL_ROOT   := $(CURDIR)/.cache/collections
 DEPS_ROOT   := $(LLMOPS_CACHE)/collections
+# Named by what the collections were made from (not by file times, which every fresh clone renews).
+DEPS_STAMP  := $(DEPS_ROOT)/.done-$(shell sha256sum < meta/collection-deps.txt | cut -c1-12)-$(subst ==,-,$(ANSIBLE_PKG))
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(DEPS_ROOT)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export CONTAINERS_CONF := $(LLMOPS_CACHE)/containers.conf
 export PATH := $(BIN):$(PATH)
-# The engine venv of the unit tests and the weights scenario's fixtures (make engine-venv).
-export LLMOPS_TEST_VENV_PYTHON ?= $(wildcard $(CURDIR)/.cache/engine-venv/bin/python)
+# The engine venv of the unit tests and the weights scenario's fixtures (make engine-venv, which
+# the unit and molecule targets build first: nothing relies on one left over from an earlier run).
+export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
 SCENARIOS ?= default sglang offline weights nvidia upgrade
 ENGINE ?= vllm
@@ -34,14 +37,14 @@ $(BIN)/ansible-playbook: tests/requirements-dev.txt
 	touch $@
 
 .PHONY: tools
-tools: $(BIN)/ansible-playbook $(COLL_ROOT)/ansible_collections/llmops/serving $(DEPS_ROOT)/.done  ## controller venv + collections
+tools: $(BIN)/ansible-playbook $(COLL_ROOT)/ansible_collections/llmops/serving $(DEPS_STAMP)  ## controller venv + collections
 
 $(COLL_ROOT)/ansible_collections/llmops/serving:
 	mkdir -p $(COLL_ROOT)/ansible_collections/llmops
 	ln -sfn $(CURDIR) $@
 
 # Galaxy is unreachable: dependency collections are taken from the `ansible` wheel on PyPI.
-$(DEPS_ROOT)/.done: meta/collection-deps.txt | $(BIN)/ansible-playbook
+$(DEPS_STAMP): | $(BIN)/ansible-playbook
 	$(BIN)/python tests/harness/extract_collections.py --ansible "$(ANSIBLE_PKG)" \
 	  --dest $(DEPS_ROOT) --list meta/collection-deps.txt
 	touch $@
@@ -106,7 +109,7 @@ cache-dirs:
 	mkdir -p $(LLMOPS_CACHE)/uv $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial
 
 .PHONY: molecule
-molecule: tools images wheelhouse cache-dirs  ## Molecule scenarios (SCENARIOS="default ...")
+molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios (SCENARIOS="default ...")
 	@failed=""; for s in $(SCENARIOS); do \
 	  start=$$(date +%s); \
 	  $(BIN)/molecule test -s $$s || failed="$$failed $$s"; \
