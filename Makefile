@@ -21,7 +21,7 @@ export PATH := $(BIN):$(PATH)
 # the unit and molecule targets build first: nothing relies on one left over from an earlier run).
 export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
-SCENARIOS ?= default sglang offline weights nvidia upgrade
+SCENARIOS ?= default sglang offline weights nvidia fleet
 ENGINE ?= vllm
 PROFILE ?= cpu
 

@@ -164,7 +164,8 @@ def build_model(out, architecture, vocab_size, layers, max_position_embeddings, 
 
 
 def create(path, params, chat_template=None):
-    """Build the model into a temporary sibling folder, then swap it in; returns a summary."""
+    """Build the model into a temporary folder beside path; returns a summary with that folder
+    (`tmp`), which the caller publishes (builds.publish, outside the venv)."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         os.makedirs(parent)
@@ -185,20 +186,7 @@ def create(path, params, chat_template=None):
         os.chmod(tmp, 0o755)
         for name in os.listdir(tmp):
             os.chmod(os.path.join(tmp, name), 0o644)
-        swap_in(tmp, path)
-        return marker
+        return dict(marker, tmp=tmp)
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def swap_in(new, path):
-    """Replace path with the folder new: the old one stays whole until the new one is in place."""
-    old = None
-    if os.path.lexists(path):
-        old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(path), dir=os.path.dirname(path))
-        os.rmdir(old)
-        os.rename(path, old)
-    os.rename(new, path)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)

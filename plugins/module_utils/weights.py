@@ -279,15 +279,24 @@ def temp_beside(path, tag="tmp"):
     return tempfile.mkdtemp(prefix=".%s.%s-" % (os.path.basename(path), tag), dir=parent)
 
 
-def link_or_copy(src, dst):
-    """Hard link (same filesystem, no bytes copied) or copy; weights are never written in place."""
+# ioctl FICLONE: the new file shares the source's blocks copy-on-write (btrfs, XFS with reflink).
+FICLONE = 0x40049409
+
+
+def clone_or_copy(src, dst):
+    """A file of its own at dst: a reflink where the filesystem has them, else a copy. Never a hard
+    link, which would share the inode (its modes, and any later edit of the source) with dst."""
     d = os.path.dirname(dst)
     if not os.path.isdir(d):
         os.makedirs(d)
-    try:
-        os.link(os.path.realpath(src), dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        try:
+            import fcntl
+            fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
+            return "reflink"
+        except (ImportError, IOError, OSError):
+            shutil.copyfileobj(fin, fout, CHUNK)
+            return "copy"
 
 
 def git_blob_sha1(path):
@@ -381,6 +390,8 @@ def fetch_hf(repo, revision, dest_root, allow_patterns=None, endpoint=None, toke
         problems = verify(dest, man, verify_mode, progress, skip=())
         progress.finish("done" if not problems else "failed")
         if not problems:
+            if not check_only:
+                result["pruned"] = prune_revisions(dest)
             return result
         if check_only:
             result.update(changed=True, problems=problems)
@@ -430,8 +441,20 @@ def fetch_hf(repo, revision, dest_root, allow_patterns=None, endpoint=None, toke
     write_json(os.path.join(staging, MANIFEST), manifest)
     swap_in(staging, dest)
     progress.finish()
-    result.update(changed=True)
+    result.update(changed=True, pruned=prune_revisions(dest))
     return result
+
+
+def prune_revisions(dest):
+    """Remove the other revisions of a hub repository beside dest (the served build is a copy, so
+    nothing reads them), with their partial downloads."""
+    root, keep = os.path.split(dest)
+    gone = []
+    for name in sorted(os.listdir(root)):
+        if name not in (keep, keep + ".partial"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            gone.append(os.path.join(root, name))
+    return gone
 
 
 def _retry(fn, retries, fatal):
@@ -650,7 +673,7 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
     total = sum(os.path.getsize(os.path.join(src, s)) for s in shards)
     tmp = temp_beside(dest, "build")
     try:
-        progress = Progress(progress_path, "convert .bin -> safetensors" if fmt == "bin" else "link safetensors", total)
+        progress = Progress(progress_path, "convert .bin -> safetensors" if fmt == "bin" else "copy safetensors", total)
         stage = tmp if not adapter else temp_beside(dest, "base")
         try:
             if fmt == "bin":
@@ -658,7 +681,7 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
                 src_names = dict((k, v[0]) for k, v in names.items())
             else:
                 for s in shards + ([index] if index else []):
-                    link_or_copy(os.path.join(src, s), os.path.join(stage, s))
+                    clone_or_copy(os.path.join(src, s), os.path.join(stage, s))
                     progress.add(os.path.getsize(os.path.join(src, s)) if s != index else 0)
                 src_names = dict((k, v[0]) for k, v in _safetensors_names(stage).items())
             _copy_side_files(src, stage)
@@ -771,8 +794,13 @@ def convert(params, check_mode, run_build, run_check):
     run_check: args -> tokenizer_check.check(**args) run in the engine venv.
     Both may raise ConvertError (a venv that cannot run them).
     """
+    # Imported here, not at the top: this file's source also runs alone in the engine venv
+    # (build, fetch_hf), where the collection is not importable.
+    from ansible_collections.llmops.serving.plugins.module_utils import builds
+
     src, dest = params["src"], params["dest"]
     adapter, template_path = params.get("adapter"), params.get("template_path")
+    cleaned = [] if check_mode else builds.clean_leftovers(dest)
     man, recorded = _verify_or_record_source(params, check_mode)
     if man is None:
         return dict(changed=True, path=dest, digest=None, manifest_recorded=False,
@@ -790,10 +818,18 @@ def convert(params, check_mode, run_build, run_check):
         why = verify(dest, read_manifest(os.path.join(dest, MANIFEST)), "full")
         current = not why
     if current:
-        return dict(changed=recorded, path=dest, digest=digest, manifest_recorded=recorded)
+        return dict(changed=recorded or bool(cleaned), path=dest, digest=digest, manifest_recorded=recorded,
+                    build=builds.served_build(dest), cleaned=cleaned)
     if check_mode:
         return dict(changed=True, path=dest, digest=digest, manifest_recorded=False,
                     msg="would build %s: %s" % (dest, "; ".join(why[:5])))
+    # The build is written beside the served link, so that filesystem must hold it (twice the source
+    # while an adapter is merged: the base copy and the merged shards).
+    need = int(man.get("total_bytes", 0) * (2 if adapter else 1) * 1.05)
+    try:
+        builds.require_space(os.path.dirname(os.path.abspath(dest)), need, "the build of %s" % dest)
+    except builds.NoSpace as e:
+        raise ConvertError("%s. %s" % (e.strerror, UNTOUCHED))
     template_text = None
     if template_path:
         with open(template_path) as f:
@@ -809,7 +845,8 @@ def convert(params, check_mode, run_build, run_check):
         shutil.rmtree(tmp, ignore_errors=True)
         raise ConvertError("the built folder's tokenizer or chat template is wrong; nothing served was changed:\n- %s"
                            % "\n- ".join(chk["problems"]), problems=chk["problems"], renders=chk.get("renders"))
-    swap_in(tmp, dest)
+    pub = builds.publish(tmp, dest, digest[:16], keep=params.get("keep_previous", 1))
     return dict(changed=True, path=dest, digest=digest, manifest_recorded=recorded, source_format=built["source_format"],
                 tensors=built["tensors"], merged_dtype=built["merged_dtype"], total_bytes=built["total_bytes"],
-                special_token_ids=chk["special_token_ids"])
+                special_token_ids=chk["special_token_ids"], build=pub["build"], previous_build=pub["previous"],
+                pruned=pub["pruned"], cleaned=cleaned + pub["cleaned"])

@@ -94,6 +94,11 @@ files:
   description: Number of files.
   returned: always
   type: int
+pruned:
+  description: Other revisions of the repository removed from beside I(path) once it was verified.
+  returned: when not in check mode
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule

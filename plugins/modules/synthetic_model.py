@@ -15,7 +15,9 @@ description:
     carrying Qwen's special tokens in Qwen's order, and a chat template, as safetensors.
   - The text it generates is nonsense; the architecture, config, protocol, template and special
     tokens are real, so engines, clients and checks run their real code paths on it.
-  - The folder is built beside I(path) and swapped in; a marker file records the parameters, so a
+  - The folder is built beside I(path) and published as a build: I(path) is a link to
+    C(<dir>/.builds/<name>/<build>), flipped atomically; the build served before is kept, older ones
+    and leftovers of interrupted builds are removed. A marker file records the parameters, so a
     re-run with the same parameters changes nothing.
   - The build runs in the interpreter named by I(python), an engine venv's, which has torch,
     transformers and tokenizers; the module itself runs with the host's Python.
@@ -83,10 +85,23 @@ special_token_ids:
   returned: when built
   type: dict
   sample: {"<|endoftext|>": 998, "<|im_start|>": 999, "<|im_end|>": 1000}
+build:
+  description: The build folder I(path) now points at (C(<dir>/.builds/<name>/<build>)).
+  returned: when built
+  type: str
+previous_build:
+  description: The build I(path) pointed at before (kept; older ones are removed).
+  returned: when built
+  type: str
+cleaned:
+  description: Leftovers of interrupted builds removed from beside I(path).
+  returned: when built
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import synthetic, venv_runner
+from ansible_collections.llmops.serving.plugins.module_utils import builds, synthetic, venv_runner
 
 
 def main():
@@ -115,14 +130,17 @@ def main():
     if p["vocab_size"] < 256 + len(synthetic.QWEN_SPECIAL_TOKENS):
         module.fail_json(msg="vocab_size must be at least %d (the 256 byte tokens and Qwen's %d added tokens)"
                          % (256 + len(synthetic.QWEN_SPECIAL_TOKENS), len(synthetic.QWEN_SPECIAL_TOKENS)))
+    cleaned = builds.clean_leftovers(p["path"])
     try:
         marker = venv_runner.call(module.run_command, p["python"], synthetic, "create",
                                   dict(path=p["path"], params=params, chat_template=p["chat_template"]))
     except venv_runner.VenvCallError as e:
         module.fail_json(msg="building the synthetic model failed; python must be an engine venv's interpreter "
                              "(with torch, transformers, tokenizers). %s" % e, rc=e.rc)
+    pub = builds.publish(marker["tmp"], p["path"], marker["digest"][:16], keep=1)
     module.exit_json(changed=True, path=p["path"], parameters=marker["parameters"],
-                     special_token_ids=marker["special_token_ids"])
+                     special_token_ids=marker["special_token_ids"], build=pub["build"],
+                     previous_build=pub["previous"], cleaned=cleaned + pub["cleaned"])
 
 
 if __name__ == "__main__":

@@ -16,12 +16,17 @@ description:
     fully (I(verify=full)), and checks that every shard its index names is present.
   - Builds the served folder in a temporary folder beside I(dest) with the venv of I(python).
     pickle C(.bin) shards become sharded safetensors with an index, one shard in memory at a time
-    (C(torch.load) with C(weights_only=True) and C(mmap)); safetensors sources are hard-linked (or
-    copied); a LoRA I(adapter) is checked against the base's layer shapes and merged with peft
+    (C(torch.load) with C(weights_only=True) and C(mmap)); safetensors sources are reflinked where the
+    filesystem has it, else copied (never hard-linked, so the served bytes and modes are the build's own); a LoRA I(adapter) is checked against the base's layer shapes and merged with peft
     (dtype kept, embeddings never resized).
   - Stores the chat template in the new folder's C(tokenizer_config.json), proves it with the
     tokenizer_check logic (special-token ids, probe renderings), writes the folder's manifest, and
-    only then renames it into place. A failure or an interruption leaves the previous folder serving.
+    only then publishes it - I(dest) is a link to C(<dir of dest>/.builds/<name>/<build>), flipped by
+    renaming a new link over it, so I(dest) is always one whole build. A failure or an interruption
+    leaves the previous build serving; what an interrupted build left beside I(dest) is removed by the
+    next run. The build served before stays (I(keep_previous)); older builds are removed.
+  - Checks, before any byte is written, that the filesystem of I(dest) (not of the source) has room
+    for the build.
   - A marker records what the folder was built from; a re-run with the same source, adapter and
     template changes nothing.
   - Writes progress (bytes done and total, rate, ETA) as JSON to I(progress_file).
@@ -65,6 +70,10 @@ options:
   progress_file:
     description: File receiving progress JSON while the task runs.
     type: path
+  keep_previous:
+    description: Builds kept besides the served one (the one served before is the rollback).
+    type: int
+    default: 1
 notes:
   - Check mode verifies and reports whether the folder would be rebuilt; it records no manifest.
 requirements:
@@ -114,6 +123,25 @@ manifest_recorded:
   description: Whether the source's manifest was recorded on this run (first sight).
   returned: always
   type: bool
+build:
+  description: The build folder I(dest) points at.
+  returned: when built or current
+  type: str
+  sample: /var/lib/llmops/models/.builds/qwen3-32b/3f1c0a9b2d4e5f60
+previous_build:
+  description: The build I(dest) pointed at before this run (kept for rollback).
+  returned: when built
+  type: str
+pruned:
+  description: Older builds removed.
+  returned: when built
+  type: list
+  elements: str
+cleaned:
+  description: Leftovers of interrupted builds removed from beside I(dest) (none in check mode).
+  returned: when built or current
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -130,6 +158,7 @@ ARGUMENT_SPEC = dict(
     verify=dict(type="str", default="cheap", choices=["cheap", "full"]),
     max_shard_size=dict(type="str", default="5GB"),
     progress_file=dict(type="path"),
+    keep_previous=dict(type="int", default=1),
 )
 
 

@@ -84,7 +84,8 @@ def test_every_engine_metric_of_the_rules_is_in_the_live_scrape(host):
     scrape = host.check_output("curl -sf -m 20 http://%s/metrics" % LISTEN)
     live = {re.split(r"[{ ]", line, 1)[0] for line in scrape.splitlines() if line and not line.startswith("#")}
     if SCRAPE_DIR:
-        version = host.check_output("readlink -f /opt/llmops/venvs/%s-current" % engine).rsplit("-", 1)[-1]
+        # <engine>-<version>-<lock digest>
+        version = host.check_output("readlink -f /opt/llmops/venvs/%s-current" % engine).rsplit("-", 2)[-2]
         os.makedirs(SCRAPE_DIR, exist_ok=True)
         with open(os.path.join(SCRAPE_DIR, "%s-%s.txt" % (engine, version)), "w", encoding="utf-8") as out:
             out.write("".join(n + "\n" for n in sorted(live)))

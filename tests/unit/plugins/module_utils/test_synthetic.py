@@ -24,16 +24,3 @@ def test_marker_digest_tracks_parameters(tmp_path):
     (tmp_path / synthetic.MARKER).write_text('{"digest": "%s"}' % synthetic.params_digest(params))
     assert synthetic.is_current(str(tmp_path), params)
     assert not synthetic.is_current(str(tmp_path), dict(params, seed=1))
-
-
-def test_swap_in_replaces_folder_whole(tmp_path):
-    target = tmp_path / "model"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
-    new = tmp_path / "new"
-    new.mkdir()
-    (new / "config.json").write_text("{}")
-    synthetic.swap_in(str(new), str(target))
-    assert sorted(os.listdir(str(target))) == ["config.json"]
-    assert not new.exists()
-    assert [p for p in os.listdir(str(tmp_path)) if p.startswith(".")] == []

@@ -228,3 +228,13 @@ def test_hf_mirror_serving_other_bytes_fails_verification(models, tmp_path):
         h.stop()
     assert not r["ok"] and "failed verification" in r["error"]
     assert not os.path.exists(str(tmp_path / "Qwen--Tiny" / h.commit))
+
+
+def test_prune_revisions_keeps_only_the_verified_one_and_its_staging(tmp_path):
+    repo = tmp_path / "Qwen--Tiny"
+    for name in ("aaa", "aaa.partial", "bbb", "ccc.partial"):
+        (repo / name).mkdir(parents=True)
+        (repo / name / "f").write_text(name)
+    gone = weights.prune_revisions(str(repo / "bbb"))
+    assert sorted(os.path.basename(p) for p in gone) == ["aaa", "aaa.partial", "ccc.partial"]
+    assert sorted(os.listdir(str(repo))) == ["bbb"]

