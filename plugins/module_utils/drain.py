@@ -4,9 +4,9 @@
 """Waiting for a drained engine to finish its work, read from the engine's own metrics (stdlib only).
 
 A drained engine gets no new requests from the gateway, but the ones it already holds (long
-generations, open streams) are still running or queued. The engine counts them itself: vLLM in
-``vllm:num_requests_running`` / ``vllm:num_requests_waiting``, SGLang in ``sglang:num_running_reqs`` /
-``sglang:num_queue_reqs`` (the names come from the engine registry, per version). The wait polls
+generations, open streams) are still running or queued. The engine counts them itself, in two
+gauges whose names the engine registry holds per engine and version (``metrics.running`` and
+``metrics.waiting``). The wait polls
 the Prometheus text until both are zero or the timeout passes, and says how many were left.
 """
 from __future__ import absolute_import, division, print_function

@@ -1,12 +1,15 @@
 """The weights scenario, seen from inside the host: a .bin checkpoint and a LoRA adapter became a
 served, merged, sharded safetensors folder that vLLM serves with the template proven by ids; bad
-sources (a missing shard, a hash mismatch) fail the play before anything served changes.
+sources (a missing shard, a hash mismatch) fail the play before anything served changes; a build
+killed before its link flips leaves the old build served and is cleaned by the next run.
 """
 import concurrent.futures
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()), "tests", "integration"))
 # The shared endpoint tests, except the template one (it reads the synthetic model's marker).
@@ -111,3 +114,45 @@ def test_bad_sources_fail_before_anything_served_changes(host):
     assert host.service(UNIT).is_running
     # No temporary folder is left beside the served one.
     assert [f for f in listing(host, "/var/lib/llmops/models") if f.startswith("." + MODEL)] == []
+
+
+def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_cleaned_next_run(host, tmp_path):
+    """A weights change (another chat template means another build) whose run dies mid-build, the
+    build's processes killed on the host as a crash would: the link still names the old build, the
+    engine still serves it, and the next run removes what the dead build left."""
+    before = snapshot(host)
+    build = host.check_output("readlink -f %s" % SERVED)
+    template = tmp_path / "qwen3.jinja"
+    with open(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "templates", "chat", "qwen3.jinja")) as f:
+        template.write_text("{#- another template, another build -#}\n" + f.read())
+    cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+           os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml"),
+           "--skip-tags", os.environ.get("LLMOPS_SKIP_TAGS", "gateway,monitoring"),
+           "-e", "serving_chat_template=%s" % template]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        started = False
+        for dummy in range(3000):
+            if proc.poll() is not None:
+                break
+            if host.run("ls -d /var/lib/llmops/models/.%s.build-* 2>/dev/null" % MODEL).rc == 0:
+                started = True
+                break
+            time.sleep(0.2)
+        assert started, "no build began:\n" + (proc.communicate()[0] if proc.poll() is not None else "")[-3000:]
+        # The crash: the run, the async module and the build in the engine venv die at once.
+        os.killpg(proc.pid, signal.SIGKILL)
+        host.run("pkill -9 -f async_wrapper; pkill -9 -f AnsiballZ_weights_convert; pkill -9 -f run_in_venv")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = [f for f in listing(host, "/var/lib/llmops/models") if f.startswith("." + MODEL)]
+    assert left, "the kill came after the build finished"
+    assert host.check_output("readlink -f %s" % SERVED) == build
+    assert snapshot(host) == before and host.service(UNIT).is_running
+    rc, out = playbook({})
+    assert rc == 0, out[-3000:]
+    assert [f for f in listing(host, "/var/lib/llmops/models") if f.startswith("." + MODEL)] == []
+    assert host.check_output("readlink -f %s" % SERVED) == build
+    assert snapshot(host) == before
