@@ -54,8 +54,10 @@ notes:
   - In check mode the module scrapes once, reports the counts and never waits or fails on them.
 attributes:
   check_mode:
+    description: Scrapes once and reports the counts.
     support: full
   diff_mode:
+    description: Nothing to compare.
     support: none
 """
 

@@ -15,8 +15,8 @@ description:
     carrying Qwen's special tokens in Qwen's order, and a chat template, as safetensors.
   - The text it generates is nonsense; the architecture, config, protocol, template and special
     tokens are real, so engines, clients and checks run their real code paths on it.
-  - The folder is built beside I(path) and published as a build: I(path) is a link to
-    C(<dir>/.builds/<name>/<build>), flipped atomically; the build served before is kept, older ones
+  - The folder is built beside I(path) and published as a build, I(path) being a link to
+    C(<dir>/.builds/<name>/<build>) flipped atomically; the build served before is kept, older ones
     and leftovers of interrupted builds are removed. A marker file records the parameters, so a
     re-run with the same parameters changes nothing.
   - The build runs in the interpreter named by I(python), an engine venv's, which has torch,

@@ -16,9 +16,10 @@ description:
     fully (I(verify=full)), and checks that every shard its index names is present.
   - Builds the served folder in a temporary folder beside I(dest) with the venv of I(python).
     pickle C(.bin) shards become sharded safetensors with an index, one shard in memory at a time
-    (C(torch.load) with C(weights_only=True) and C(mmap)); safetensors sources are reflinked where the
-    filesystem has it, else copied (never hard-linked, so the served bytes and modes are the build's own); a LoRA I(adapter) is checked against the base's layer shapes and merged with peft
-    (dtype kept, embeddings never resized).
+    (C(torch.load) with C(weights_only=True) and C(mmap)); safetensors sources are reflinked where
+    the filesystem has it, else copied (never hard-linked, so the served bytes and modes are the
+    build's own); a LoRA I(adapter) is checked against the base's layer shapes and merged with
+    peft (dtype kept, embeddings never resized).
   - Stores the chat template in the new folder's C(tokenizer_config.json), proves it with the
     tokenizer_check logic (special-token ids, probe renderings), writes the folder's manifest, and
     only then publishes it - I(dest) is a link to C(<dir of dest>/.builds/<name>/<build>), flipped by

@@ -1,6 +1,4 @@
 """Pure logic of the synthetic model builder (the torch part runs in Molecule)."""
-import os
-
 from ansible_collections.llmops.serving.plugins.module_utils import synthetic
 
 
