@@ -81,7 +81,6 @@ class StreamLoad(object):
     of the gateway's drained engines."""
 
     def __init__(self):
-        import httpx
         import openai
         pem = on_host(GATEWAY, "cat /etc/nginx/llmops/gateway.crt")
         self.cafile = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)
@@ -91,7 +90,7 @@ class StreamLoad(object):
         ctx = ssl.create_default_context(cafile=self.cafile.name)
         ctx.check_hostname = False
         self.client = openai.OpenAI(base_url="https://%s:8443/v1" % address(GATEWAY), api_key=KEY, max_retries=0,
-                                    timeout=120, http_client=httpx.Client(verify=ctx, trust_env=False))
+                                    timeout=120, http_client=openai.DefaultHttpx2Client(verify=ctx, trust_env=False))
         self.openai = openai
         self.sent = self.failed = self.cut = self.completed = 0
         self.errors = []
@@ -217,9 +216,9 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
 
     # 1. Bad inputs, all refused before any host changes, each naming its variable.
     bad = {
-        "serial = pool": (("site", "-e", "serving_rollout_serial=3"), "serving_rollout_serial"),
-        "serial 0": (("site", "-e", "serving_rollout_serial=0"), "serving_rollout_serial"),
-        "drain timeout 0": (("site", "-e", "rollout_drain_timeout=0"), "rollout_drain_timeout"),
+        "serial = pool": (("site", "--tags", "rollout", "-e", "serving_rollout_serial=3"), "serving_rollout_serial"),
+        "serial 0": (("site", "--tags", "rollout", "-e", "serving_rollout_serial=0"), "serving_rollout_serial"),
+        "drain timeout 0": (("site", "--tags", "rollout", "-e", "rollout_drain_timeout=0"), "rollout_drain_timeout"),
         "rollback, nothing kept": (("rollback",), "rollout_state_dir"),
         "unknown target version": (("upgrade", "-e", "serving_engine_version=0.99.0"), "serving_engine_version"),
     }
