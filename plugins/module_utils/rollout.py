@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What an engine host serves, what it served before, and whether a rollout must restart it (stdlib only).
+
+The rollout role keeps one state file per host (JSON): ``serving`` and ``previous`` (engine,
+version, stack, venv, weights build, chat template digest, since) and ``drained`` (a rollout is
+between its drain and its undrain). ``observe`` reads the host as it is; ``reasons`` compares it with
+the spec; ``write_state`` replaces the file atomically.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import tempfile
+
+
+def read_state(path):
+    """The state file's content ({} when missing); ValueError names a damaged file."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (IOError, OSError):
+        return {}
+    except ValueError as e:
+        raise ValueError("%s is not JSON (%s): move it aside, the next run records the host again" % (path, e))
+    if not isinstance(data, dict):
+        raise ValueError("%s holds %s, not an object: move it aside" % (path, type(data).__name__))
+    return data
+
+
+def write_state(path, state):
+    """Write state through a temporary file and a rename (mode 0600, folder 0700); True if it changed."""
+    text = json.dumps(state, indent=2, sort_keys=True) + "\n"
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return False
+    except (IOError, OSError):
+        pass
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".state-", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def merge(state, update):
+    """A new state: update's keys replace state's (one level deep)."""
+    out = dict(state)
+    out.update(update or {})
+    return out
+
+
+def link_target(path):
+    """Where a link points (resolved); a real folder is itself; '' when missing."""
+    if os.path.islink(path):
+        return os.path.realpath(path)
+    return path if os.path.exists(path) else ""
+
+
+def sha256(path):
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    except (IOError, OSError):
+        return ""
+
+
+def observe(state_path, current_link, model_path, chat_template, units, is_active):
+    """What the host runs now. units: {engine: systemd unit}; is_active(unit) -> bool."""
+    running = ""
+    for engine in sorted(units):
+        if is_active(units[engine]):
+            running = engine
+            break
+    return dict(state=read_state(state_path),
+                current=os.path.realpath(current_link) if os.path.islink(current_link) else "",
+                model_build=link_target(model_path),
+                chat_template_sha256=sha256(chat_template),
+                running_engine=running)
+
+
+def reasons(observed, desired, unit_changed):
+    """Why the host must restart onto desired (empty: it serves the spec). desired has engine, venv,
+    model and chat_template; unit_changed is the engine role's prediction for unit, environment,
+    launcher and link."""
+    out = []
+    state = observed.get("state") or {}
+    served = state.get("serving") or {}
+    running = observed.get("running_engine") or ""
+    if running != desired["engine"]:
+        out.append("engine %s -> %s" % (running or "stopped", desired["engine"]))
+    current = observed.get("current") or ""
+    if current != desired["venv"]:
+        out.append("%s -> %s" % (os.path.basename(current) or "none", os.path.basename(desired["venv"])))
+    if unit_changed:
+        out.append("unit, environment or launcher")
+    if served and served.get("model", "") != desired["model"]:
+        out.append("weights build %s" % os.path.basename(desired["model"]))
+    if served and served.get("chat_template", "") != desired["chat_template"]:
+        out.append("chat template")
+    if state.get("drained"):
+        out.append("left drained by an interrupted run")
+    return out

@@ -1,0 +1,143 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: rollout_state
+short_description: Read what an engine host serves, and record what a rollout changed
+version_added: "0.1.0"
+description:
+  - Reads in one pass what the rollout role needs to decide whether a host must restart - the
+    host's state file (what it served at its last restart and before, and whether a rollout left it
+    drained), the venv the current link points at, the build the served model link points at, the
+    digest of the chat template the engine is given, and which engine unit is active.
+  - With O(update), merges those keys into the state file, written through a temporary file and a
+    rename (mode 0600, folder 0700).
+author:
+  - llmops.serving maintainers (@llmops)
+options:
+  path:
+    description: The state file.
+    type: path
+    required: true
+  current_link:
+    description: The engine's current venv link (C(serving_spec_current_link)).
+    type: path
+    required: true
+  model_path:
+    description: The served model link (C(serving_spec_model_path)).
+    type: path
+    required: true
+  chat_template:
+    description: The chat template file the engine is given (C(serving_spec_chat_template_path)).
+    type: path
+    required: true
+  units:
+    description: The systemd unit of each engine, by engine name; the first active one is the running engine.
+    type: dict
+    required: true
+  update:
+    description: Keys to write into the state file (C(serving), C(previous), C(drained)).
+    type: dict
+notes:
+  - In check mode an O(update) is predicted, not written.
+attributes:
+  check_mode:
+    description: Reads; an update is reported as it would be written.
+    support: full
+  diff_mode:
+    description: Not supported.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Read what the host serves
+  llmops.serving.rollout_state:
+    path: /var/lib/llmops/rollout/state.json
+    current_link: "{{ serving_spec_current_link }}"
+    model_path: "{{ serving_spec_model_path }}"
+    chat_template: "{{ serving_spec_chat_template_path }}"
+    units: {vllm: llmops-vllm.service, sglang: llmops-sglang.service}
+  register: observed
+
+- name: Mark the host drained
+  llmops.serving.rollout_state:
+    path: /var/lib/llmops/rollout/state.json
+    current_link: "{{ serving_spec_current_link }}"
+    model_path: "{{ serving_spec_model_path }}"
+    chat_template: "{{ serving_spec_chat_template_path }}"
+    units: {vllm: llmops-vllm.service}
+    update: {drained: true}
+"""
+
+RETURN = r"""
+state:
+  description: The state file's content (after the update, when one was given).
+  returned: always
+  type: dict
+  sample: {"drained": false, "serving": {"venv": "/opt/llmops/venvs/vllm-0.32.0-37ea9d68ebb9", "version": "0.32.0"}, "previous": {}}
+current:
+  description: The venv the current link points at (empty when there is no link).
+  returned: always
+  type: str
+model_build:
+  description: The build the served model link points at (empty when missing).
+  returned: always
+  type: str
+chat_template_sha256:
+  description: sha256 of the chat template file (empty when missing).
+  returned: always
+  type: str
+running_engine:
+  description: The engine whose unit is active (empty when none is).
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import rollout
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            current_link=dict(type="path", required=True),
+            model_path=dict(type="path", required=True),
+            chat_template=dict(type="path", required=True),
+            units=dict(type="dict", required=True),
+            update=dict(type="dict"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    systemctl = module.get_bin_path("systemctl")
+
+    def is_active(unit):
+        if not systemctl:
+            return False
+        rc, dummy, dummy2 = module.run_command([systemctl, "is-active", "--quiet", unit])
+        return rc == 0
+
+    try:
+        seen = rollout.observe(p["path"], p["current_link"], p["model_path"], p["chat_template"],
+                               p["units"], is_active)
+    except ValueError as e:
+        module.fail_json(msg=str(e))
+    changed = False
+    if p["update"] is not None:
+        new = rollout.merge(seen["state"], p["update"])
+        changed = new != seen["state"]
+        if changed and not module.check_mode:
+            rollout.write_state(p["path"], new)
+        seen["state"] = new
+    module.exit_json(changed=changed, **seen)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""rollout: what a host serves, its state file, and why it must restart."""
+import json
+import os
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.filter.rollout_reasons import rollout_reasons
+from ansible_collections.llmops.serving.plugins.module_utils import rollout
+
+UNITS = {"vllm": "llmops-vllm.service", "sglang": "llmops-sglang.service"}
+
+
+@pytest.fixture
+def host(tmp_path):
+    """A host laid out as the roles leave it: venvs, the current link, a weights build, a template."""
+    venvs, models = tmp_path / "venvs", tmp_path / "models"
+    for v in ("vllm-0.31.0-aaaaaaaaaaaa", "vllm-0.32.0-bbbbbbbbbbbb"):
+        (venvs / v).mkdir(parents=True)
+    os.symlink(str(venvs / "vllm-0.31.0-aaaaaaaaaaaa"), str(venvs / "vllm-current"))
+    (models / ".builds" / "qwen" / "b1").mkdir(parents=True)
+    os.symlink(".builds/qwen/b1", str(models / "qwen"))
+    (tmp_path / "qwen3.jinja").write_text("{{ messages }}")
+    return tmp_path
+
+
+def observe(host, active=("llmops-vllm.service",)):
+    return rollout.observe(str(host / "state" / "state.json"), str(host / "venvs" / "vllm-current"),
+                           str(host / "models" / "qwen"), str(host / "qwen3.jinja"), UNITS, lambda u: u in active)
+
+
+def desired(host, seen, venv="vllm-0.31.0-aaaaaaaaaaaa"):
+    return {"engine": "vllm", "venv": str(host / "venvs" / venv), "model": seen["model_build"],
+            "chat_template": seen["chat_template_sha256"]}
+
+
+def test_observe_reads_links_template_and_the_active_unit(host):
+    seen = observe(host)
+    assert seen["current"].endswith("/venvs/vllm-0.31.0-aaaaaaaaaaaa")
+    assert seen["model_build"].endswith("/models/.builds/qwen/b1")
+    assert len(seen["chat_template_sha256"]) == 64 and seen["running_engine"] == "vllm" and seen["state"] == {}
+    assert observe(host, active=())["running_engine"] == ""
+
+
+def test_write_state_is_atomic_private_and_reports_change(host):
+    path = str(host / "state" / "state.json")
+    assert rollout.write_state(path, {"drained": True})
+    assert not rollout.write_state(path, {"drained": True})
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600" and oct(os.stat(os.path.dirname(path)).st_mode & 0o777) == "0o700"
+    assert rollout.read_state(path) == {"drained": True}
+    assert [n for n in os.listdir(os.path.dirname(path)) if n != "state.json"] == []
+    assert rollout.merge({"drained": True, "serving": {"v": 1}}, {"drained": False}) == {"drained": False, "serving": {"v": 1}}
+
+
+def test_a_damaged_state_file_is_named(host):
+    path = host / "state.json"
+    path.write_text("{half")
+    with pytest.raises(ValueError, match="state.json is not JSON"):
+        rollout.read_state(str(path))
+
+
+def test_a_host_serving_the_spec_needs_nothing(host):
+    seen = observe(host)
+    want = desired(host, seen)
+    seen["state"] = {"serving": {"model": want["model"], "chat_template": want["chat_template"]}}
+    assert rollout.reasons(seen, want, False) == []
+
+
+def test_each_difference_is_a_reason(host):
+    seen = observe(host, active=())
+    want = desired(host, seen, venv="vllm-0.32.0-bbbbbbbbbbbb")
+    seen["state"] = {"serving": {"model": "/elsewhere/b0", "chat_template": "0" * 64}, "drained": True}
+    assert rollout.reasons(seen, want, True) == [
+        "engine stopped -> vllm", "vllm-0.31.0-aaaaaaaaaaaa -> vllm-0.32.0-bbbbbbbbbbbb",
+        "unit, environment or launcher", "weights build b1", "chat template", "left drained by an interrupted run"]
+
+
+def test_a_host_without_a_record_is_judged_by_what_runs(host):
+    seen = observe(host)
+    assert rollout.reasons(seen, desired(host, seen), False) == []
+
+
+def test_the_filter_wraps_the_same_logic_and_names_bad_input(host):
+    from ansible.errors import AnsibleFilterError
+    seen = observe(host)
+    assert rollout_reasons(seen, desired(host, seen), False) == []
+    with pytest.raises(AnsibleFilterError, match="rollout_reasons"):
+        rollout_reasons(seen, {"engine": "vllm"}, False)
+
+
+def test_the_module_documents_what_it_returns():
+    import yaml
+    from ansible_collections.llmops.serving.plugins.modules import rollout_state
+    returns = yaml.safe_load(rollout_state.RETURN)
+    seen_keys = {"state", "current", "model_build", "chat_template_sha256", "running_engine"}
+    assert set(returns) == seen_keys
+    doc = yaml.safe_load(rollout_state.DOCUMENTATION)
+    assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update"}
+    json.dumps(yaml.safe_load(rollout_state.EXAMPLES))
