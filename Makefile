@@ -120,6 +120,15 @@ molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios 
 .PHONY: test
 test: lint sanity unit monitoring-rules molecule  ## everything CI runs
 
+# A measurement, not a test of `make test` (CI budget): the sglang scenario's host, the benchmark
+# of both engines on it (side_effect.yml), and the checks of its report.
+.PHONY: bench-cpu
+bench-cpu: tools images wheelhouse cache-dirs  ## vLLM against SGLang on a CPU test host (report in .cache/bench/molecule-cpu)
+	$(BIN)/molecule destroy -s sglang
+	rc=0; $(BIN)/molecule converge -s sglang && $(BIN)/molecule side-effect -s sglang && \
+	  LLMOPS_BENCH_REPORT_DIR=$(CURDIR)/.cache/bench/molecule-cpu $(BIN)/python -m pytest -q tests/bench || rc=$$?; \
+	  $(BIN)/molecule destroy -s sglang; exit $$rc
+
 # ---------------------------------------------------------------- demo
 .PHONY: demo
 demo: tools images wheelhouse cache-dirs  ## serve a tiny Qwen-shaped model on a local throwaway systemd host

@@ -3,10 +3,8 @@
 """Monitoring on a converged host (testinfra, podman backend; the default and sglang scenarios).
 
 Prometheus from Debian runs on loopback, loads the rules written for the engine that runs now and
-scrapes its /metrics; in the sglang scenario the benchmark report of both engines (side_effect.yml)
-is on the controller.
+scrapes its /metrics.
 """
-import glob
 import json
 import os
 import re
@@ -14,7 +12,6 @@ import time
 
 import pytest
 
-REPORT_DIR = os.environ.get("LLMOPS_BENCH_REPORT_DIR", "")
 PROM = "http://127.0.0.1:9090"
 LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
 # Live scrapes are kept here, so that tests/fixtures/metrics can be refreshed from a real engine.
@@ -95,20 +92,3 @@ def test_every_engine_metric_of_the_rules_is_in_the_live_scrape(host):
 def test_dashboard_installed(host):
     dashboard = json.loads(host.file("/etc/llmops/grafana/llmops-engines.json").content_string)
     assert dashboard["uid"] == "llmops-engines" and dashboard["panels"]
-
-
-@pytest.mark.skipif(not REPORT_DIR, reason="LLMOPS_BENCH_REPORT_DIR not set")
-def test_benchmark_report_written(host):
-    name = host.check_output("hostname")
-    reports = glob.glob(os.path.join(REPORT_DIR, "*", "report.md"))
-    assert reports, "no report under %s" % REPORT_DIR
-    text = open(reports[0], encoding="utf-8").read()
-    assert "| metric (mixed workload) |" in text and "Engine peak memory" in text
-    raw = glob.glob(os.path.join(REPORT_DIR, "raw", "*.json"))
-    assert raw
-    for path in raw:
-        summary = json.load(open(path, encoding="utf-8"))["mixed"]["summary"]
-        assert summary["ok"] == summary["requests"] > 0, (path, summary["error_samples"])
-    for png in ("latency.png", "sweep.png"):
-        assert os.path.exists(os.path.join(os.path.dirname(reports[0]), png))
-    assert name
