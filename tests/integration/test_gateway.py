@@ -158,7 +158,9 @@ def test_over_the_per_user_rate_gets_429(client, host_ip):
                   key=key, headers=["X-User-ID: %s" % uid])[0]
     statuses = [one(user) for _ in range(6)]
     assert statuses[0] == 200
-    assert statuses[-1] == 429, statuses
+    # A slow host may let a minute pass during the six (1r/m refills one); the bucket must still
+    # have run dry at least once.
+    assert 429 in statuses[3:] and set(statuses) == {200, 429}, statuses
     assert set(statuses) <= {200, 429}
     # Another user of the same client is not affected.
     assert one("other-%s" % user) == 200
