@@ -268,19 +268,24 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     on_host(ENGINES[0], "mkdir -p /opt/llmops/venvs/vllm-0.30.0-000000000000/bin && "
                         "touch -d 2020-01-01 /opt/llmops/venvs/vllm-0.30.0-000000000000")
     venv_a = current(ENGINES[0])
-    cmd = command("upgrade", "-e", "serving_stack=cpu", *spec)
+    starts = {c: unit_start(c) for c in ENGINES}
+    rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu", *spec)
+    assert rc == 0, out[-3000:]
+    assert {c: unit_start(c) for c in ENGINES} == starts and current(ENGINES[0]) == venv_a
+    cmd = command("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec)
     with StreamLoad() as load:
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
-        while ENGINES[0] not in drained_now() and proc.poll() is None and time.monotonic() - t0 < 900:
+        while ENGINES[0] not in drained_now() and proc.poll() is None and time.monotonic() - t0 < 1200:
             time.sleep(0.3)
-        assert proc.poll() is None, "the run ended before host 1 drained:\n" + proc.stdout.read()[-3000:]
+        assert proc.poll() is None and ENGINES[0] in drained_now(), \
+            "host 1 did not drain:\n" + (proc.stdout.read() if proc.poll() is not None else "")[-3000:]
         os.killpg(proc.pid, signal.SIGKILL)
         show(cmd, "SIGKILL", proc.communicate()[0], time.monotonic() - t0)
         assert drained_now() == [ENGINES[0]] and state(ENGINES[0]).get("drained")
         rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec)
-    load.report("during upgrade A->B, killed mid-drain and run again")
+    load.report("during upgrade A->B (prebuilt), killed mid-drain and run again")
     assert rc == 0, out[-3000:]
     times = rolled(out)
     print("ROLLOUT TIME per host (drain to undrain): %s" % times)
