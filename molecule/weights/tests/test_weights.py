@@ -87,6 +87,10 @@ def snapshot(host):
     }
 
 
+def served_bytes(host):
+    return host.check_output("cd %s && sha256sum *" % SERVED)
+
+
 def test_bad_sources_fail_before_anything_served_changes(host):
     broken = "/srv/models/qwen3-tiny-bin-missing-shard"
     shard = SOURCE + "/pytorch_model-00002-of-00003.bin"
@@ -121,6 +125,7 @@ def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_clean
     build's processes killed on the host as a crash would: the link still names the old build, the
     engine still serves it, and the next run removes what the dead build left."""
     before = snapshot(host)
+    served_bytes_before = served_bytes(host)
     build = host.check_output("readlink -f %s" % SERVED)
     template = tmp_path / "qwen3.jinja"
     with open(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "templates", "chat", "qwen3.jinja")) as f:
@@ -155,4 +160,7 @@ def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_clean
     assert rc == 0, out[-3000:]
     assert [f for f in listing(host, "/var/lib/llmops/models") if f.startswith("." + MODEL)] == []
     assert host.check_output("readlink -f %s" % SERVED) == build
-    assert snapshot(host) == before
+    after = snapshot(host)
+    # The same engine process serves the same unit, environment and bytes.
+    assert {k: after[k] for k in ("pid", "unit", "env")} == {k: before[k] for k in ("pid", "unit", "env")}
+    assert served_bytes(host) == served_bytes_before
