@@ -107,6 +107,7 @@ ALLOWED = {
     ("plugins/modules/engine_args.py", "API-key variable"): 7,
     ("plugins/modules/engine_ready.py", "health route"): 1,
     ("plugins/modules/engine_drain_wait.py", "metric name"): 4,
+    ("plugins/modules/rollout_state.py", "unit name"): 3,
     # A comment on the launcher (below).
     ("plugins/module_utils/engine_args.py", "entry module"): 1,
     # The SGLang launcher and the flag probe run inside the engine venv, without the collection:
