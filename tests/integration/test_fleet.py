@@ -337,20 +337,20 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         assert served_version(c).startswith(B)
     assert [unit_start(c) for c in ENGINES[1:]] == [starts[c] for c in ENGINES[1:]]
 
-    # 6. A lock change for the serving version builds a new venv beside the serving one; the
+    # 6. A lock change for the serving version (B) builds a new venv beside the serving one; the
     # serving venv's files and the running engine are untouched.
     locks = os.path.join(workdir, "locks")
     subprocess.run(["cp", "-r", os.path.join(ROOT, "stacks", "locks"), locks], check=True)
-    lock = os.path.join(locks, "cpu-prev", "vllm-%s.txt" % A)
+    lock = os.path.join(locks, "cpu", "vllm-%s.txt" % B)
     with open(lock, "a") as f:
         f.write("# fleet scenario: same pins, another lock\n")
     host = ENGINES[0]
     serving = current(host)
     before, start = tree_digest(host, serving), unit_start(host)
-    rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu-prev", "-e",
+    rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu", "-e",
                        "serving_locks_dir=%s" % locks, *spec, "--limit", host)
     assert rc == 0, out[-3000:]
-    built = [v for v in on_host(host, "ls -d /opt/llmops/venvs/vllm-%s-*" % A).split() if v != serving]
+    built = [v for v in on_host(host, "ls -d /opt/llmops/venvs/vllm-%s-*" % B).split() if v != serving]
     assert len(built) == 1 and on_host(host, "test -x %s/bin/python && echo yes" % built[0]) == "yes", built
     assert tree_digest(host, serving) == before and current(host) == serving and unit_start(host) == start
     print("LOCK CHANGE: %s built beside %s (serving, unchanged)" % (built[0], serving))
