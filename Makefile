@@ -21,9 +21,7 @@ export PATH := $(BIN):$(PATH)
 # the unit and molecule targets build first: nothing relies on one left over from an earlier run).
 export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
-# The fleet scenario (three engines behind the gateway, rollouts under streamed load) costs about
-# 45 minutes on a 2-core machine, more than the CI budget leaves: `make test-fleet` runs it.
-SCENARIOS ?= default sglang offline weights nvidia
+SCENARIOS ?= default sglang offline weights nvidia fleet
 ENGINE ?= vllm
 PROFILE ?= cpu
 
@@ -123,7 +121,7 @@ molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios 
 test: lint sanity unit monitoring-rules molecule  ## everything CI runs
 
 .PHONY: test-fleet
-test-fleet:  ## the fleet scenario: rollouts, upgrade, rollback, recovery over three engines under load
+test-fleet:  ## only the fleet scenario: rollouts, upgrade, rollback, recovery over three engines under load
 	$(MAKE) molecule SCENARIOS=fleet
 
 # A measurement, not a test of `make test` (CI budget): the sglang scenario's host, the benchmark

