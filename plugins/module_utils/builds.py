@@ -35,8 +35,8 @@ def builds_dir(path):
 
 
 def served_build(path):
-    """The build folder path points at (None when path is missing; path itself when it is a folder
-    of the layout before builds)."""
+    """The build folder path points at (None when path is missing; path itself when it is a real
+    folder, not a link)."""
     if os.path.islink(path):
         return os.path.realpath(path)
     return path if os.path.isdir(path) else None
@@ -67,7 +67,7 @@ def clean_leftovers(path):
 
 
 def _adopt_legacy_folder(path):
-    """A served real folder (the layout before builds) becomes a build, so the link can replace it."""
+    """A served real folder (not a link) becomes a build, so the link can replace it."""
     legacy = os.path.join(builds_dir(path), "legacy-%d" % int(time.time()))
     os.rename(path, legacy)
     return legacy
