@@ -37,8 +37,9 @@ A, B = "0.31.0", "0.32.0"
 # Each request streams exactly this many tokens (vLLM's min_tokens / ignore_eos), long enough that
 # a drained engine may still hold a running request when the rollout starts waiting for it.
 STREAM_TOKENS = 400
-# Bounds of the load: it never outlives a step, nor sends more than this. One stream at a time:
-# the three CPU engines share the test machine's two cores with the engine that restarts.
+# Bounds of the load: it never outlives a step, nor sends more than this. One stream at a time,
+# idle after each request for as long as the request took: a CPU vLLM generating takes both of the
+# test machine's cores (its engine core polls the worker), and the rollout needs some.
 LOAD_STREAMS = 1
 LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
@@ -140,7 +141,9 @@ class StreamLoad(object):
     def run(self):
         while not self.stop_event.is_set() and self.sent < LOAD_MAX_REQUESTS \
                 and time.monotonic() - self.t0 < LOAD_MAX_SECONDS:
+            began = time.monotonic()
             outcome, why = self.one()
+            self.stop_event.wait(time.monotonic() - began)
             with self.lock:
                 self.sent += 1
                 if outcome == "ok":
