@@ -38,11 +38,12 @@ A, B = "0.31.0", "0.32.0"
 # a drained engine may still hold a running request when the rollout starts waiting for it.
 STREAM_TOKENS = 400
 # Bounds of the load: it never outlives a step, nor sends more than this. One stream at a time,
-# idle after each request for as long as the request took: a CPU vLLM generating takes both of the
-# test machine's cores (its engine core polls the worker), and the rollout needs some.
+# idle after each request for twice as long as the request took: a CPU vLLM generating takes both
+# of the test machine's cores (its engine core polls the worker), and the rollout needs some.
 LOAD_STREAMS = 1
 LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
+LOAD_IDLE_FACTOR = 2
 # The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
 ROLL_PLAY = "PLAY [Roll the engines"
 
@@ -143,7 +144,7 @@ class StreamLoad(object):
                 and time.monotonic() - self.t0 < LOAD_MAX_SECONDS:
             began = time.monotonic()
             outcome, why = self.one()
-            self.stop_event.wait(time.monotonic() - began)
+            self.stop_event.wait(LOAD_IDLE_FACTOR * (time.monotonic() - began))
             with self.lock:
                 self.sent += 1
                 if outcome == "ok":
@@ -195,10 +196,15 @@ MARKS = r"PLAN |ROLLED OUT |ROLLOUT FAILED|RESTORED|ROLLED BACK |UNTOUCHED |DRAI
 
 
 def show(cmd, rc, out, seconds):
+    """The run's command, outcome, marked lines and its slowest tasks (ansible.posix.profile_tasks)."""
     print("\n$ %s  (rc %s, %.0f s)" % (" ".join(cmd[cmd.index("-i") + 2:]), rc, seconds))
-    for line in out.splitlines():
+    lines = out.splitlines()
+    for line in lines:
         if re.search(MARKS, line):
             print("  " + line.strip()[:420])
+    recap = [i for i, line in enumerate(lines) if line.startswith("=====")]
+    if recap:
+        print("  slowest tasks: " + "; ".join(" ".join(line.split()) for line in lines[recap[-1] + 1:recap[-1] + 7]))
 
 
 class Run(object):
@@ -288,7 +294,8 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         assert "ROLLED OUT" not in out and "ROLLED BACK" not in out, name
     assert {c: unit_start(c) for c in ENGINES} == starts and {c: current(c) for c in ENGINES} == links
 
-    # 2. site.yml with a changed chat template: every host restarts, one at a time, under load.
+    # 2. site.yml with a changed chat template under load, first killed (SIGKILL) while host 1 is
+    # drained, then run again: every host restarts, one at a time, and ends served and undrained.
     template = os.path.join(workdir, "qwen3.jinja")
     with open(os.path.join(ROOT, "templates", "chat", "qwen3.jinja")) as f:
         text = f.read()
@@ -296,12 +303,22 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         f.write("{#- fleet scenario: the same template, changed bytes -#}\n" + text)
     spec = ("-e", "serving_chat_template=%s" % template)
     with StreamLoad() as load:
+        killed = Run("site", *spec, load=load)
+        t0 = time.monotonic()
+        while ENGINES[0] not in drained_now() and killed.running() and time.monotonic() - t0 < 1200:
+            time.sleep(0.3)
+        assert killed.running() and ENGINES[0] in drained_now(), "host 1 did not drain:\n" + killed.output()[-3000:]
+        killed.kill()
+        assert drained_now() == [ENGINES[0]] and state(ENGINES[0]).get("drained")
         rc, out = playbook("site", *spec, load=load)
-    load.report("during site.yml with a new chat template")
+    load.report("during site.yml with a new chat template, killed mid-drain and run again")
     assert rc == 0, out[-3000:]
-    assert sorted(rolled(out)) == ENGINES and "chat template" in out
+    times = rolled(out)
+    print("ROLLOUT TIME per host (drain to undrain): %s" % times)
     print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
+    assert sorted(times) == ENGINES and "chat template" in out and "left drained by an interrupted run" in out
     load.assert_clean()
+    assert drained_now() == []
     for c in ENGINES:
         assert unit_start(c) != starts[c]
         assert on_host(c, "head -c 40 /etc/llmops/chat-templates/qwen3.jinja").startswith("{#- fleet scenario")
@@ -314,9 +331,9 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert out.count("serves the spec, no restart") == len(ENGINES) and not rolled(out)
     assert {c: unit_start(c) for c in ENGINES} == starts
 
-    # 3. Upgrade A -> B under load (prebuild beside the serving venv, validate, roll, prune), first
-    # killed (SIGKILL) while host 1 drains, then run again: every host ends on B, served and
-    # undrained. A stale venv older than A's is pruned; A's is kept for rollback.
+    # 3. Upgrade A -> B under load (prebuild beside the serving venv, then validate, roll, prune):
+    # every host ends on B, served and undrained. A stale venv older than A's is pruned; A's is
+    # kept for rollback.
     on_host(ENGINES[0], "mkdir -p /opt/llmops/venvs/vllm-0.30.0-000000000000/bin && "
                         "touch -d 2020-01-01 /opt/llmops/venvs/vllm-0.30.0-000000000000")
     venv_a = current(ENGINES[0])
@@ -325,20 +342,13 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert rc == 0, out[-3000:]
     assert {c: unit_start(c) for c in ENGINES} == starts and current(ENGINES[0]) == venv_a
     with StreamLoad() as load:
-        killed = Run("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load)
-        t0 = time.monotonic()
-        while ENGINES[0] not in drained_now() and killed.running() and time.monotonic() - t0 < 1200:
-            time.sleep(0.3)
-        assert killed.running() and ENGINES[0] in drained_now(), "host 1 did not drain:\n" + killed.output()[-3000:]
-        killed.kill()
-        assert drained_now() == [ENGINES[0]] and state(ENGINES[0]).get("drained")
-        rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec, load=load)
-    load.report("during upgrade A->B (prebuilt), killed mid-drain and run again")
+        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load)
+    load.report("during upgrade A->B (prebuilt)")
     assert rc == 0, out[-3000:]
     times = rolled(out)
     print("ROLLOUT TIME per host (drain to undrain): %s" % times)
     print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
-    assert sorted(times) == ENGINES and "left drained by an interrupted run" in out
+    assert sorted(times) == ENGINES
     load.assert_clean()
     assert drained_now() == []
     for c in ENGINES:
