@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 import time
 
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
@@ -97,3 +98,24 @@ def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeou
             last = "%s: %s" % (type(e).__name__, e)
         sleep(interval)
     raise NotReady("not ready after %ss; last: %s" % (timeout, last))
+
+
+# Lines a process prints at exit that say nothing about why it stopped: nanobind's leak report,
+# printed after an error by C++ extensions the engines load, is dozens of lines long and would
+# push the traceback out of a journal's tail.
+_EXIT_NOISE = re.compile(r"^\s*(nanobind: leaked \d+ \w+!?|- leaked (type|function|instance) .*|- \.\.\. skipped remainder)\s*$")
+# The last line of a Python traceback ("RuntimeError: ..."), also behind an engine's log prefix.
+_EXCEPTION = re.compile(r"(?:^|[\s\]])([A-Za-z_][\w.]*(?:Error|Exception)(?:: .*)?)$")
+
+
+def journal_summary(text, lines=40):
+    """(cause, tail) of a crashed unit's journal: cause is the last exception line (a traceback's
+    last line) or None; tail is the last `lines` lines, exit noise left out."""
+    kept = [line for line in text.splitlines() if not _EXIT_NOISE.match(line)]
+    cause = None
+    for line in reversed(kept):
+        found = _EXCEPTION.search(line.rstrip())
+        if found:
+            cause = found.group(1)
+            break
+    return cause, kept[-lines:]

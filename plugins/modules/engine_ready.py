@@ -86,6 +86,16 @@ usage:
   returned: success
   type: dict
   sample: {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}
+journal:
+  description: The last 40 lines of the unit's journal, without exit noise (nanobind's leak report).
+  returned: failure, when I(unit) is given
+  type: list
+  elements: str
+cause:
+  description: The last exception line of the unit's journal (a Python traceback's last line), or null.
+  returned: failure, when the unit exited while starting
+  type: str
+  sample: "RuntimeError: ('Could not load logging config. File does not exist: %s', '/nonexistent/logging.json')"
 """
 
 import time
@@ -108,6 +118,10 @@ def crashed(state, restarts_at_start):
     """A unit that failed, stopped, or exited and is waiting for Restart= has crashed."""
     return (state.get("ActiveState") in ("failed", "inactive") or state.get("SubState") == "auto-restart"
             or int(state.get("NRestarts") or 0) > restarts_at_start)
+
+
+# Read far enough back that the traceback is found behind the exit noise (readiness.journal_summary).
+JOURNAL_READ_LINES = 400
 
 
 def journal_tail(module, unit, lines=40):
@@ -145,12 +159,13 @@ def main():
         facts = readiness.wait_ready(base, p["health_path"], p["api_key"], p["model"], p["prompt"],
                                      p["max_tokens"], timeout, p["interval"], alive=alive)
     except StopWaiting:
-        tail = journal_tail(module, unit)
-        module.fail_json(msg="%s exited while starting; its journal ends with:\n%s" % (unit, tail), journal=tail.splitlines())
+        cause, tail = readiness.journal_summary(journal_tail(module, unit, JOURNAL_READ_LINES))
+        module.fail_json(msg="%s exited while starting%s; its journal ends with:\n%s"
+                         % (unit, (": " + cause) if cause else "", "\n".join(tail)), journal=tail, cause=cause)
     except readiness.NotReady as e:
         if module.check_mode:
             module.exit_json(changed=False, ready=False, msg=str(e))
-        tail = journal_tail(module, unit).splitlines() if unit else []
+        dummy, tail = readiness.journal_summary(journal_tail(module, unit, JOURNAL_READ_LINES)) if unit else (None, [])
         module.fail_json(msg="%s at %s: %s" % (p["model"], base, e), journal=tail)
     if unit:
         started = int(unit_state(module, unit).get("ExecMainStartTimestampMonotonic") or 0)
