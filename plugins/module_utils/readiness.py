@@ -103,7 +103,8 @@ def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeou
 # Lines a process prints at exit that say nothing about why it stopped: nanobind's leak report,
 # printed after an error by C++ extensions the engines load, is dozens of lines long and would
 # push the traceback out of a journal's tail.
-_EXIT_NOISE = re.compile(r"^\s*(nanobind: leaked \d+ \w+!?|- leaked (type|function|instance) .*|- \.\.\. skipped remainder)\s*$")
+_EXIT_NOISE = re.compile(r"^\s*(nanobind: .*|- leaked (type|function|instance) .*|- \.\.\. skipped remainder\s*"
+                         r"|See https://nanobind\.readthedocs\.io/.*)$")
 # The last line of a Python traceback ("RuntimeError: ..."), also behind an engine's log prefix.
 _EXCEPTION = re.compile(r"(?:^|[\s\]])([A-Za-z_][\w.]*(?:Error|Exception)(?:: .*)?)$")
 

@@ -45,15 +45,13 @@ LOAD_STREAMS = 1
 LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
 LOAD_IDLE_FACTOR = 2
-# A stream sent to one engine directly (from the gateway host, so past the gateway's drain) when the
-# rollout starts draining that host: the engine still runs it when the wait for idle begins, and the
-# rollout must wait for it. Long enough to outlast the drain's first steps; within max-model-len.
+# A stream sent to one engine directly (from the gateway host, so past the gateway's drain) as soon
+# as the gateway marks that engine down: the engine still runs it when the rollout's wait for idle
+# begins (after the gateway's reload), and the rollout must wait for it. Within max-model-len.
 PINNED_TOKENS = 900
 ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
 # The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
 ROLL_PLAY = "PLAY [Roll the engines"
-# The first task of the rollout role's drain.
-DRAIN_TASK = "TASK [llmops.serving.rollout : Mark the host drained]"
 
 
 def podman(*args, check=True):
@@ -142,8 +140,8 @@ class StreamLoad(object):
         return "ok", None
 
     def pin(self, engine):
-        """Stream PINNED_TOKENS from `engine` directly, in the background; self.pinned is then
-        (finish_reason, completion tokens) or the error."""
+        """In the background: once the gateway marks `engine` down, stream PINNED_TOKENS from it
+        directly; self.pinned is then (finish_reason, completion tokens) or the error."""
         body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
                            "stream": True, "max_tokens": PINNED_TOKENS, "min_tokens": PINNED_TOKENS,
                            "ignore_eos": True, "stream_options": {"include_usage": True}})
@@ -152,6 +150,12 @@ class StreamLoad(object):
 
         def stream():
             finish, tokens = None, None
+            t0 = time.monotonic()
+            while engine not in drained_now():
+                if self.stop_event.is_set() or time.monotonic() - t0 > LOAD_MAX_SECONDS:
+                    self.pinned = "%s was never drained" % engine
+                    return
+                time.sleep(0.2)
             try:
                 out = on_host(GATEWAY, cmd)
             except subprocess.CalledProcessError as e:
@@ -249,12 +253,9 @@ class Run(object):
     """One ansible-playbook run in the background; its output is read as it comes, and the load (if
     any) starts when the play that rolls the engines begins."""
 
-    def __init__(self, name, *args, inventories=(), load=None, pin=None):
+    def __init__(self, name, *args, inventories=(), load=None):
         self.cmd = command(name, *args, inventories=inventories)
         self.load = load
-        # the engine that gets a stream of its own when the rolling play starts draining it (StreamLoad.pin)
-        self.pin = pin
-        self.rolling = False
         self.lines = []
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -266,12 +267,7 @@ class Run(object):
         for line in self.proc.stdout:
             self.lines.append(line)
             if self.load is not None and line.startswith(ROLL_PLAY):
-                self.rolling = True
                 self.load.start()
-            # serial 1: the first drain of the rolling play is the first host's
-            if self.rolling and self.pin and line.startswith(DRAIN_TASK):
-                self.load.pin(self.pin)
-                self.pin = None
 
     def running(self):
         return self.proc.poll() is None
@@ -292,8 +288,8 @@ class Run(object):
         show(self.cmd, "SIGKILL", self.output(), time.monotonic() - self.t0)
 
 
-def playbook(name, *args, inventories=(), load=None, pin=None):
-    return Run(name, *args, inventories=inventories, load=load, pin=pin).wait()
+def playbook(name, *args, inventories=(), load=None):
+    return Run(name, *args, inventories=inventories, load=load).wait()
 
 
 def rolled(out):
@@ -387,10 +383,10 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu", *spec)
     assert rc == 0, out[-3000:]
     assert {c: unit_start(c) for c in ENGINES} == starts and current(ENGINES[0]) == venv_a
-    # Host 1 also gets a long stream of its own as its drain begins: the drain must wait for it.
+    # Host 1 also gets a long stream of its own as the gateway drains it: the drain must wait for it.
     with StreamLoad() as load:
-        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load,
-                           pin=ENGINES[0])
+        load.pin(ENGINES[0])
+        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load)
     load.report("during upgrade A->B (prebuilt)")
     print("STREAM SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
     assert rc == 0, out[-3000:]
