@@ -124,8 +124,8 @@ def crashed(state, restarts_at_start):
 JOURNAL_READ_LINES = 400
 
 
-def journal_tail(module, unit, lines=40):
-    dummy, out, dummy2 = module.run_command(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"])
+def journal_tail(module, unit):
+    dummy, out, dummy2 = module.run_command(["journalctl", "-u", unit, "-n", str(JOURNAL_READ_LINES), "--no-pager", "-o", "cat"])
     return out
 
 
@@ -159,13 +159,13 @@ def main():
         facts = readiness.wait_ready(base, p["health_path"], p["api_key"], p["model"], p["prompt"],
                                      p["max_tokens"], timeout, p["interval"], alive=alive)
     except StopWaiting:
-        cause, tail = readiness.journal_summary(journal_tail(module, unit, JOURNAL_READ_LINES))
+        cause, tail = readiness.journal_summary(journal_tail(module, unit))
         module.fail_json(msg="%s exited while starting%s; its journal ends with:\n%s"
                          % (unit, (": " + cause) if cause else "", "\n".join(tail)), journal=tail, cause=cause)
     except readiness.NotReady as e:
         if module.check_mode:
             module.exit_json(changed=False, ready=False, msg=str(e))
-        dummy, tail = readiness.journal_summary(journal_tail(module, unit, JOURNAL_READ_LINES)) if unit else (None, [])
+        dummy, tail = readiness.journal_summary(journal_tail(module, unit)) if unit else (None, [])
         module.fail_json(msg="%s at %s: %s" % (p["model"], base, e), journal=tail)
     if unit:
         started = int(unit_state(module, unit).get("ExecMainStartTimestampMonotonic") or 0)
