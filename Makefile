@@ -16,15 +16,14 @@ DEPS_STAMP  := $(DEPS_ROOT)/.done-$(shell sha256sum < meta/collection-deps.txt |
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(DEPS_ROOT)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export CONTAINERS_CONF := $(LLMOPS_CACHE)/containers.conf
+# The test hosts' connection (pipelined podman exec), for Molecule and the ansible-playbook runs of its tests
+export ANSIBLE_CONNECTION_PLUGINS := $(CURDIR)/tests/harness/connection_plugins
 export PATH := $(BIN):$(PATH)
 # The engine venv of the unit tests and the weights scenario's fixtures (make engine-venv, which
 # the unit and molecule targets build first: nothing relies on one left over from an earlier run).
 export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
-# The fleet scenario (three engines behind the gateway, rollouts under streamed load) takes about
-# 38 minutes on a 2-core machine; with the others that is about 82, past the 60 CI allows make
-# test: `make test-fleet` runs it.
-SCENARIOS ?= default sglang offline weights nvidia
+SCENARIOS ?= default sglang offline weights nvidia fleet
 ENGINE ?= vllm
 PROFILE ?= cpu
 

@@ -319,7 +319,8 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     starts = {c: unit_start(c) for c in ENGINES}
     links = {c: current(c) for c in ENGINES}
 
-    # 1. Bad inputs, all refused before any host changes, each naming its variable.
+    # 1. Bad inputs, all refused before any host changes, each naming its variable; beside them,
+    # site.yml with the spec the hosts serve: nothing to change, nothing restarts.
     bad = {
         "serial = pool": (("site", "--tags", "rollout", "-e", "serving_rollout_serial=3"), "serving_rollout_serial"),
         "serial 0": (("site", "--tags", "rollout", "-e", "serving_rollout_serial=0"), "serving_rollout_serial"),
@@ -327,13 +328,17 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         "rollback, nothing kept": (("rollback",), "rollout_state_dir"),
         "unknown target version": (("upgrade", "-e", "serving_engine_version=0.99.0"), "serving_engine_version"),
     }
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(bad)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(bad) + 1) as pool:
         runs = dict((name, pool.submit(playbook, *args)) for name, (args, dummy) in bad.items())
+        unchanged = pool.submit(playbook, "site", "--tags", "engine")
         results = dict((name, fut.result()) for name, fut in runs.items())
     for name, (dummy, variable) in bad.items():
         rc, out = results[name]
         assert rc != 0 and variable in out, "%s: rc %s, %s not named:\n%s" % (name, rc, variable, out[-2500:])
         assert "ROLLED OUT" not in out and "ROLLED BACK" not in out, name
+    rc, out = unchanged.result()
+    assert rc == 0, out[-3000:]
+    assert out.count("serves the spec, no restart") == len(ENGINES) and not rolled(out)
     assert {c: unit_start(c) for c in ENGINES} == starts and {c: current(c) for c in ENGINES} == links
 
     # 2. site.yml with a changed chat template under load, first killed (SIGKILL) while host 1 is
@@ -365,13 +370,6 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         assert unit_start(c) != starts[c]
         assert on_host(c, "head -c 40 /etc/llmops/chat-templates/qwen3.jinja").startswith("{#- fleet scenario")
         assert state(c)["serving"]["chat_template"] and not state(c).get("drained")
-
-    # 2b. The same spec again: nothing to change, nothing restarts.
-    starts = {c: unit_start(c) for c in ENGINES}
-    rc, out = playbook("site", "--tags", "engine", *spec)
-    assert rc == 0, out[-3000:]
-    assert out.count("serves the spec, no restart") == len(ENGINES) and not rolled(out)
-    assert {c: unit_start(c) for c in ENGINES} == starts
 
     # 3. Upgrade A -> B under load (prebuild beside the serving venv, then validate, roll, prune):
     # every host ends on B, served and undrained. A stale venv older than A's is pruned; A's is

@@ -153,7 +153,7 @@ def test_repo_dcgm_and_toolkit(host):
 def converge(extra):
     extra = dict(REPO_VARS, **extra)
     return subprocess.run(
-        ["ansible-playbook", "-i", REPO + ",", "-c", "containers.podman.podman", CONVERGE,
+        ["ansible-playbook", "-i", REPO + ",", "-c", "llmops_podman", CONVERGE,
          "-e", json.dumps(extra)],
         capture_output=True, text=True, timeout=600, check=False)
 

@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Test-host connection: containers.podman.podman with module pipelining.
+
+Real fleets connect over SSH with ``pipelining = true`` (``ansible.cfg``): each module travels on
+the stdin of one remote command. The stock podman connection cannot pipeline because it runs
+``podman exec`` without ``-i``, so every module costs a temporary directory, a copy, a chmod and a
+cleanup, each one more ``podman exec``. Attaching stdin when there is data makes the test hosts
+run modules the way SSH hosts do, at about half the wall time per task on a 2-core machine.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = """
+    name: llmops_podman
+    short_description: Run modules in a podman container with pipelining (llmops.serving test hosts)
+    description:
+        - The containers.podman.podman connection with C(podman exec -i) when a command has input,
+          so that new-style modules are pipelined as over SSH.
+    options:
+      remote_addr:
+        description:
+          - The name or ID of the container.
+        default: inventory_hostname
+        vars:
+          - name: ansible_host
+          - name: inventory_hostname
+          - name: ansible_podman_host
+      remote_user:
+        description:
+          - The user commands run as inside the container.
+        ini:
+          - section: defaults
+            key: remote_user
+        env:
+          - name: ANSIBLE_REMOTE_USER
+        vars:
+          - name: ansible_user
+      podman_extra_args:
+        description:
+          - Extra arguments for the podman command line.
+        default: ''
+        ini:
+          - section: defaults
+            key: podman_extra_args
+        vars:
+          - name: ansible_podman_extra_args
+        env:
+          - name: ANSIBLE_PODMAN_EXTRA_ARGS
+      podman_executable:
+        description:
+          - The podman executable.
+        default: podman
+        vars:
+          - name: ansible_podman_executable
+        env:
+          - name: ANSIBLE_PODMAN_EXECUTABLE
+"""
+
+import shlex
+
+from ansible.module_utils.common.text.converters import to_native
+from ansible.plugins.connection import ConnectionBase, ensure_connect
+from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
+
+
+class Connection(PodmanConnection):
+    """containers.podman.podman whose commands read their input on stdin."""
+
+    transport = "llmops_podman"
+    has_pipelining = True
+    # No ``pipelining`` option of its own: these hosts always pipeline, like the SSH hosts of
+    # the project's ansible.cfg.
+    always_pipeline_modules = True
+
+    @ensure_connect
+    def exec_command(self, cmd, in_data=None, sudoable=False):
+        """Run cmd in the container, its stdin attached when there is input (a pipelined module)."""
+        # The parent's exec_command would run without -i; only the base class's bookkeeping is wanted.
+        ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
+        args = ["exec"]
+        if in_data is not None:
+            args.append("-i")
+        if self.user:
+            args.extend(("--user", self.user))
+        return self._podman(args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
