@@ -104,7 +104,7 @@ $(CURDIR)/.cache/engine-venv/.synced: stacks/locks/cpu/vllm-0.32.0.txt | tools
 .PHONY: unit
 unit: tools engine-venv  ## pytest unit tests of module_utils, modules and filters
 	LLMOPS_TEST_VENV_PYTHON=$(CURDIR)/.cache/engine-venv/bin/python \
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -rs tests/unit
 
 .PHONY: cache-dirs
 cache-dirs:

@@ -61,6 +61,7 @@ DOCUMENTATION = """
 
 import shlex
 
+from ansible import constants as C
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.connection import ConnectionBase, ensure_connect
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
@@ -71,9 +72,15 @@ class Connection(PodmanConnection):
 
     transport = "llmops_podman"
     has_pipelining = True
-    # No ``pipelining`` option of its own: these hosts always pipeline, like the SSH hosts of
-    # the project's ansible.cfg.
-    always_pipeline_modules = True
+
+    def is_pipelining_enabled(self, wrap_async=False):
+        """Always, like the SSH hosts of the project's ansible.cfg, except for async tasks.
+
+        Async tasks go through Ansible's async wrapper, which pipelining bypasses (only connections
+        with native async, such as WinRM, pipeline them); ``always_pipeline_modules`` would run
+        them in the foreground.
+        """
+        return not wrap_async and not C.DEFAULT_KEEP_REMOTE_FILES
 
     @ensure_connect
     def exec_command(self, cmd, in_data=None, sudoable=False):

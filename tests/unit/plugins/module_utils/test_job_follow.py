@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""job_follow.follow over jobs of hours, with a fake clock: bounded, one line per interval, no recursion."""
+import sys
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import job_follow
+
+
+class FakeJob(object):
+    """A job that ends at `ends_at` seconds on a fake clock; wait() returns early when it ends."""
+
+    def __init__(self, ends_at):
+        self.now = 0.0
+        self.ends_at = ends_at
+        self.lines = []
+        self.checks = 0
+
+    def clock(self):
+        return self.now
+
+    def wait(self, seconds):
+        self.now = min(self.now + seconds, max(self.now, self.ends_at))
+
+    def check(self):
+        self.checks += 1
+        return {"finished": self.now >= self.ends_at, "rc": 0}
+
+    def describe(self, elapsed):
+        return "download: %s" % job_follow.elapsed_text(elapsed)
+
+    def follow(self, interval, timeout):
+        return job_follow.follow(self.check, self.wait, self.describe, self.lines.append, interval, timeout,
+                                 self.clock)
+
+
+def test_a_six_hour_download_completes_with_one_line_per_interval():
+    # Far past the few hundred rounds after which a self-including task file hits the recursion limit.
+    job = FakeJob(ends_at=6 * 3600 + 7)
+    status, rounds = job.follow(interval=15, timeout=86400)
+    assert status["finished"] and rounds == 6 * 3600 // 15 == len(job.lines) == 1440
+    assert rounds > sys.getrecursionlimit()
+    assert job.lines[0] == "download: 15s" and job.lines[3] == "download: 1m00s"
+    assert job.lines[-1] == "download: 6h00m00s"
+    # it noticed the end 7 s into the last interval, not at the interval's end
+    assert job.now == 6 * 3600 + 7 and job.checks == rounds + 1
+
+
+def test_a_job_that_outlives_the_timeout_fails_after_exactly_the_timeout():
+    job = FakeJob(ends_at=10 ** 9)
+    with pytest.raises(job_follow.JobTimeout) as e:
+        job.follow(interval=15, timeout=86400)
+    assert e.value.rounds == 5760 and e.value.elapsed == 86400 and "still running after 24h00m00s" in str(e.value)
+
+
+def test_the_last_wait_is_cut_to_the_time_left():
+    job = FakeJob(ends_at=10 ** 9)
+    with pytest.raises(job_follow.JobTimeout) as e:
+        job.follow(interval=20, timeout=50)
+    assert e.value.rounds == 3 and job.now == 50 and job.lines[-1] == "download: 50s"
+
+
+def test_a_job_already_done_prints_nothing():
+    job = FakeJob(ends_at=0)
+    status, rounds = job.follow(interval=15, timeout=60)
+    assert status["finished"] and rounds == 0 and job.lines == []
+
+
+@pytest.mark.parametrize("interval, timeout", [(0, 60), (15, 0), (-1, 60)])
+def test_intervals_and_timeouts_must_be_positive(interval, timeout):
+    with pytest.raises(ValueError, match="above 0"):
+        FakeJob(ends_at=1).follow(interval=interval, timeout=timeout)
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0s"), (59.9, "59s"), (60, "1m00s"), (3599, "59m59s"),
+                                           (3600, "1h00m00s"), (11 * 3600 + 61, "11h01m01s")])
+def test_elapsed_text(seconds, text):
+    assert job_follow.elapsed_text(seconds) == text
+
+
+def test_build_steps_reads_the_last_ninja_counter():
+    log = "-- Configuring done\n[1/112] Building CUDA object a.o\nwarning: [x]\n[37/112] Building CXX object b.o\n"
+    assert job_follow.build_steps(log) == "37/112 objects compiled"
+    assert job_follow.build_steps("-- The CXX compiler identification is GNU 12.2.0\n") == "configuring"
+    assert job_follow.build_steps("") == "configuring"
+
+
+def test_size_line_reads_du():
+    assert job_follow.size_line("3328599654\t/opt/llmops/venvs/v\n", "/opt/llmops/venvs/v") == "3.1 GiB in /opt/llmops/venvs/v"
+    assert job_follow.size_line("", "/opt/v") == "nothing in /opt/v yet"
+    assert job_follow.size_line("du: cannot access '/opt/v': No such file or directory", "/opt/v") == "nothing in /opt/v yet"
