@@ -55,11 +55,13 @@ options:
     type: path
 attributes:
   check_mode:
+    description: It only reads the job's status and progress (the roles start no async job in check mode).
     support: full
-    details: It only reads; the async job it follows is not started in check mode by the roles.
   diff_mode:
+    description: Nothing to compare.
     support: none
   action:
+    description: Runs on the controller; the modules it calls run on the host.
     support: full
 notes:
   - O(progress_file), O(log_file) and O(size_of) are mutually exclusive; with none, a line says C(running).
