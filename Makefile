@@ -23,7 +23,10 @@ export PATH := $(BIN):$(PATH)
 # the unit and molecule targets build first: nothing relies on one left over from an earlier run).
 export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # Molecule scenarios that `make test` runs, in order (override: make molecule SCENARIOS=default).
-SCENARIOS ?= default sglang offline weights nvidia fleet
+# The fleet scenario (three engines behind the gateway, rollouts under streamed load) takes about
+# 28 minutes on a 2-core machine; with the others `make test` comes to about 63-66, past the 60 CI
+# allows, and its drain assertion still depends on timing: `make test-fleet` runs it.
+SCENARIOS ?= default sglang offline weights nvidia
 ENGINE ?= vllm
 PROFILE ?= cpu
 

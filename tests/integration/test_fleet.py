@@ -6,7 +6,7 @@ The controller streams long chat completions (hundreds of tokens each) through t
 port with the official openai client while the playbooks roll changes over the hosts, and counts
 for each step the requests sent, those that failed before their first token, and the streams cut
 after it. A watcher on the gateway records how many engines were drained at once. In the upgrade,
-one more stream goes to host 1 directly, so that its drain has a request to wait for. The load starts
+four overlapping streams go to host 1 directly, so that its drain has requests to wait for. The load starts
 with the play that rolls the engines (the plays before it restart nothing) and lasts to the end of
 the run.
 """
@@ -49,6 +49,11 @@ LOAD_IDLE_FACTOR = 2
 # as the gateway marks that engine down: the engine still runs it when the rollout's wait for idle
 # begins (after the gateway's reload), and the rollout must wait for it. Within max-model-len.
 PINNED_TOKENS = 900
+# Several such streams, started this many seconds apart (less than one stream lasts, about 10-15 s
+# here): the engine stays busy from the gateway's drain until the last one ends, however long the
+# rollout takes between marking the engine down and starting its wait.
+PINNED_STREAMS = 4
+PINNED_SPACING = 3
 ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
 # The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
 ROLL_PLAY = "PLAY [Roll the engines"
@@ -140,26 +145,24 @@ class StreamLoad(object):
         return "ok", None
 
     def pin(self, engine):
-        """In the background: once the gateway marks `engine` down, stream PINNED_TOKENS from it
-        directly; self.pinned is then (finish_reason, completion tokens) or the error."""
+        """In the background: once the gateway marks `engine` down, send PINNED_STREAMS streams of
+        PINNED_TOKENS to it directly, PINNED_SPACING seconds apart, so that their runs overlap and
+        the engine is never idle until the last one ends. self.pinned is then the list of
+        (finish_reason, completion tokens) of each stream, or the error."""
         body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
                            "stream": True, "max_tokens": PINNED_TOKENS, "min_tokens": PINNED_TOKENS,
                            "ignore_eos": True, "stream_options": {"include_usage": True}})
         cmd = ("curl -sS -N -m 300 -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' "
                "http://%s:8000/v1/chat/completions" % (ENGINE_KEY, body, address(engine)))
+        results = [None] * PINNED_STREAMS
 
-        def stream():
+        def one(i):
+            time.sleep(i * PINNED_SPACING)
             finish, tokens = None, None
-            t0 = time.monotonic()
-            while engine not in drained_now():
-                if self.stop_event.is_set() or time.monotonic() - t0 > LOAD_MAX_SECONDS:
-                    self.pinned = "%s was never drained" % engine
-                    return
-                time.sleep(0.2)
             try:
                 out = on_host(GATEWAY, cmd)
             except subprocess.CalledProcessError as e:
-                self.pinned = "curl failed: %s" % (e.stderr or e.stdout)[-300:]
+                results[i] = "curl failed: %s" % (e.stderr or e.stdout)[-300:]
                 return
             for line in out.splitlines():
                 if line.startswith("data: {"):
@@ -168,10 +171,24 @@ class StreamLoad(object):
                         finish = event["choices"][0].get("finish_reason") or finish
                     if event.get("usage"):
                         tokens = event["usage"]["completion_tokens"]
-            self.pinned = (finish, tokens)
+            results[i] = (finish, tokens)
+
+        def streams():
+            t0 = time.monotonic()
+            while engine not in drained_now():
+                if self.stop_event.is_set() or time.monotonic() - t0 > LOAD_MAX_SECONDS:
+                    self.pinned = "%s was never drained" % engine
+                    return
+                time.sleep(0.2)
+            threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(PINNED_STREAMS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.pinned = results
 
         self.pinned = None
-        self.pinned_thread = threading.Thread(target=stream, daemon=True)
+        self.pinned_thread = threading.Thread(target=streams, daemon=True)
         self.pinned_thread.start()
 
     def start(self):
@@ -386,7 +403,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         load.pin(ENGINES[0])
         rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load)
     load.report("during upgrade A->B (prebuilt)")
-    print("STREAM SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
+    print("STREAMS SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
     assert rc == 0, out[-3000:]
     times = rolled(out)
     print("ROLLOUT TIME per host (drain to undrain): %s" % times)
@@ -395,7 +412,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     load.assert_clean()
     host, running, waiting, waited = drains(out)[0]
     assert host == ENGINES[0] and int(running) + int(waiting) >= 1 and float(waited) > 0, drains(out)
-    assert load.pinned == ("length", PINNED_TOKENS), load.pinned
+    assert load.pinned == [("length", PINNED_TOKENS)] * PINNED_STREAMS, load.pinned
     assert drained_now() == []
     for c in ENGINES:
         assert served_version(c).startswith(B)
