@@ -41,10 +41,6 @@ class ActionModule(ActionBase):
             ),
             mutually_exclusive=[("progress_file", "log_file", "size_of")],
         )
-        if args["interval"] <= 0 or args["timeout"] <= 0:
-            result.update(failed=True, msg="interval and timeout must be whole seconds above 0 (got %s and %s)"
-                          % (args["interval"], args["timeout"]))
-            return result
         async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
         results_file = self._connection._shell.join_path(async_dir, args["jid"])
         host = task_vars.get("inventory_hostname", "?")
@@ -88,6 +84,9 @@ class ActionModule(ActionBase):
         try:
             status, rounds = job_follow.follow(check, wait, describe, emit, args["interval"], args["timeout"],
                                                time.monotonic)
+        except ValueError as e:
+            result.update(failed=True, msg=str(e))
+            return result
         except job_follow.JobTimeout as e:
             result.update(failed=True, finished=False, rounds=e.rounds, followed_s=round(e.elapsed, 1),
                           msg="%s: the job %s is %s (timeout %d s); it keeps running on the host until its "

@@ -35,7 +35,7 @@ def follow(check, wait, describe, emit, interval, timeout, clock):
     clock() -> seconds (monotonic). Raises JobTimeout once timeout seconds have passed.
     """
     if interval <= 0 or timeout <= 0:
-        raise ValueError("interval and timeout must be above 0 (got %r, %r)" % (interval, timeout))
+        raise ValueError("interval and timeout must be whole seconds above 0 (got %s and %s)" % (interval, timeout))
     start = clock()
     rounds = 0
     while True:
