@@ -8,6 +8,7 @@ __metaclass__ = type
 
 import base64
 import json
+import os
 import shlex
 import time
 
@@ -81,11 +82,18 @@ class ActionModule(ActionBase):
             display.display("[%s] %s" % (host, line))
 
         started = time.monotonic()
+        # This runs in a worker process of ansible-playbook; a new parent means the run was killed.
+        parent = os.getppid()
         try:
             status, rounds = job_follow.follow(check, wait, describe, emit, args["interval"], args["timeout"],
-                                               time.monotonic)
+                                               time.monotonic, alive=lambda: os.getppid() == parent)
         except ValueError as e:
             result.update(failed=True, msg=str(e))
+            return result
+        except job_follow.FollowerOrphaned as e:
+            result.update(failed=True, finished=False, rounds=e.rounds, followed_s=round(e.elapsed, 1),
+                          msg="%s: stopped following the job %s: %s; the job keeps running on the host until "
+                              "its own async limit" % (args["label"], args["jid"], e))
             return result
         except job_follow.JobTimeout as e:
             result.update(failed=True, finished=False, rounds=e.rounds, followed_s=round(e.elapsed, 1),

@@ -26,19 +26,33 @@ class JobTimeout(Exception):
         self.elapsed = elapsed
 
 
-def follow(check, wait, describe, emit, interval, timeout, clock):
+class FollowerOrphaned(Exception):
+    """The run that asked for the job is gone (its ansible-playbook was killed)."""
+
+    def __init__(self, rounds, elapsed):
+        super(FollowerOrphaned, self).__init__("its ansible-playbook is gone after %s" % elapsed_text(elapsed))
+        self.rounds = rounds
+        self.elapsed = elapsed
+
+
+def follow(check, wait, describe, emit, interval, timeout, clock, alive=None):
     """Wait, check and report until check() says finished; return (status, rounds).
 
     check() -> the job's status dict ('finished' true once it ended);
     wait(seconds) -> returns early when the job may have ended (or after seconds);
     describe(elapsed) -> the progress text of a running job; emit(text) prints it;
-    clock() -> seconds (monotonic). Raises JobTimeout once timeout seconds have passed.
+    clock() -> seconds (monotonic); alive() -> whether the run that follows is still there.
+    Raises JobTimeout once timeout seconds have passed, FollowerOrphaned once alive() is false:
+    Ansible's workers live in sessions of their own, so a killed ansible-playbook leaves them
+    running, and a follower of hours would poll the host for hours for nobody.
     """
     if interval <= 0 or timeout <= 0:
         raise ValueError("interval and timeout must be whole seconds above 0 (got %s and %s)" % (interval, timeout))
     start = clock()
     rounds = 0
     while True:
+        if alive is not None and not alive():
+            raise FollowerOrphaned(rounds, clock() - start)
         left = timeout - (clock() - start)
         if left <= 0:
             raise JobTimeout(rounds, clock() - start)

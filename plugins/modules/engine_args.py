@@ -121,8 +121,23 @@ options:
   python:
     description: The engine venv's interpreter (for example C(/opt/llmops/venvs/vllm-0.32.0/bin/python)); required when O(validate=true).
     type: path
+  cache_dir:
+    description:
+      - Folder where accepted validations are kept, one file per venv and input. A venv is not
+        changed after it is built (its folder name carries its lock digest), so a later run with the
+        same venv and the same argv reads the answer instead of starting the engine's parser again.
+        A venv built again under the same name (new C(pyvenv.cfg)) is asked afresh.
+      - Unset, every run validates.
+    type: path
+  cache_update:
+    description:
+      - Write new answers to O(cache_dir); false only reads it (the roles pass false in check mode,
+        where this module still runs to predict the unit).
+    type: bool
+    default: true
 notes:
-  - Validation imports the engine in a subprocess; that takes 10-30 seconds on a small CPU.
+  - Validation imports the engine in a subprocess; that takes 10-30 seconds on a small CPU (once per
+    venv and argv with O(cache_dir)).
   - Put the API key in an C(EnvironmentFile=) (mode 0600) or a systemd credential, not in
     C(Environment=), which C(systemctl show) prints to any user.
 seealso:
@@ -234,6 +249,10 @@ validated:
   description: Whether the argv was checked against the installed engine and accepted.
   returned: always
   type: bool
+validation_cached:
+  description: Whether the validation's answer was read from O(cache_dir) (the same venv accepted the same argv before).
+  returned: always
+  type: bool
 validation_method:
   description: C(parser) (the engine's own argument parser) or C(help) (flags listed by C(--help)); null when not validated.
   returned: always
@@ -271,6 +290,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.engine_args import 
     build,
 )
 from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES
+from ansible_collections.llmops.serving.plugins.module_utils.probe_cache import memoized
 
 SPEC_OPTIONS = dict(
     model_path=dict(type="str", required=True),
@@ -299,15 +319,19 @@ def main():
             stack_args=dict(type="dict", default={}),
             validate=dict(type="bool", default=True),
             python=dict(type="path"),
+            cache_dir=dict(type="path"),
+            cache_update=dict(type="bool", default=True),
         ),
         required_if=[("validate", True, ["python"])],
         supports_check_mode=True,
     )
     params = module.params
 
-    def runner(argv, data=None, env=None):
+    def run(argv, data=None, env=None):
         return module.run_command(argv, data=data, environ_update=env or {})
 
+    runner = memoized(run, params["cache_dir"] if params["validate"] else None, params["python"] or "",
+                      store=params["cache_update"] and not module.check_mode)
     try:
         result = build(
             params["engine"], params["engine_version"], params["spec"],
@@ -315,6 +339,7 @@ def main():
             validate_flags=params["validate"], python=params["python"], runner=runner)
     except EngineArgsError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
+    result["validation_cached"] = bool(runner.hits)
     for warning in result.get("warnings", []):
         module.warn(warning)
     module.exit_json(changed=False, **result)

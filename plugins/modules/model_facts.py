@@ -50,6 +50,12 @@ options:
     description:
       - Python of the engine's venv; when it exists, the engine's ModelRegistry is read with it.
     type: path
+  cache_dir:
+    description:
+      - Folder where the registry read from O(engine_python)'s venv is kept (a venv is not changed
+        after it is built), so that a later run does not import the engine again. Unset, every run
+        reads it. Only read in check mode.
+    type: path
   stack_profiles:
     description:
       - The stack profiles (C(serving_stack_profiles)), to name the profiles whose engine version
@@ -181,6 +187,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES
+from ansible_collections.llmops.serving.plugins.module_utils.probe_cache import memoized
 from ansible_collections.llmops.serving.plugins.module_utils.model import (
     REGISTRY_PROBES,
     ModelError,
@@ -199,6 +206,7 @@ def main():
             engine=dict(type="str", choices=list(ENGINES)),
             engine_version=dict(type="str"),
             engine_python=dict(type="path"),
+            cache_dir=dict(type="path"),
             stack_profiles=dict(type="dict", default={}),
             require_weights=dict(type="bool", default=False),
             read_headers=dict(type="bool", default=True),
@@ -213,7 +221,11 @@ def main():
     registry = None
     python = params["engine_python"]
     if params["engine"] and python and os.path.exists(python):
-        rc, out, err = module.run_command([python, "-c", REGISTRY_PROBES[params["engine"]]])
+        def run(argv, data=None, env=None):
+            return module.run_command(argv)
+
+        probe = memoized(run, params["cache_dir"], python, store=not module.check_mode)
+        rc, out, err = probe([python, "-c", REGISTRY_PROBES[params["engine"]]])
         if rc == 0:
             try:
                 registry = parse_registry_output(out)

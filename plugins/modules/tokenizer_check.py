@@ -41,6 +41,14 @@ options:
   real_qwen:
     description: Expect the published Qwen ids; omitted, decided from the tokenizer's length.
     type: bool
+  cache_dir:
+    description:
+      - Folder where the check's answers are kept, one file per venv and input (the bytes of the
+        template and of the tokenizer's files are part of the key). A later run with the same venv,
+        template and tokenizer reads the answer instead of starting the venv's Python again. A venv
+        is not changed after it is built. Unset, every run checks.
+      - Only read in check mode.
+    type: path
 requirements:
   - transformers in the venv of I(python)
 """
@@ -76,10 +84,28 @@ template:
   description: The template family checked.
   returned: always
   type: str
+cached:
+  description: Whether the answer was read from O(cache_dir).
+  returned: always
+  type: bool
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import tokenizer_check, venv_runner
+from ansible_collections.llmops.serving.plugins.module_utils.probe_cache import memoized
+
+# The tokenizer's own files in the model folder (never the weights): what the check reads.
+TOKENIZER_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken")
+
+
+def tokenizer_inputs(tokenizer_path, template_path):
+    names = []
+    if os.path.isdir(tokenizer_path):
+        names = [os.path.join(tokenizer_path, n) for n in sorted(os.listdir(tokenizer_path))
+                 if n.endswith(TOKENIZER_SUFFIXES) and not n.endswith(".index.json")]
+    return names + ([template_path] if template_path else [])
 
 
 def main():
@@ -90,18 +116,30 @@ def main():
             template_path=dict(type="path"),
             template=dict(type="str", choices=["qwen2.5", "qwen3"]),
             real_qwen=dict(type="bool"),
+            cache_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     p = module.params
+
+    def run(argv, data=None, env=None):
+        return module.run_command(argv, data=data, binary_data=True, environ_update=env or {})
+
+    cached = memoized(run, p["cache_dir"], p["python"], inputs=tokenizer_inputs(p["tokenizer_path"], p["template_path"]),
+                      store=not module.check_mode)
+
+    def run_command(argv, data=None, binary_data=False, environ_update=None):
+        return cached(argv, data, environ_update)
+
     try:
-        r = venv_runner.call(module.run_command, p["python"], tokenizer_check, "check",
+        r = venv_runner.call(run_command, p["python"], tokenizer_check, "check",
                              dict(tokenizer_path=p["tokenizer_path"], template_path=p["template_path"],
                                   template_name=p["template"], real_qwen=p["real_qwen"]))
     except venv_runner.VenvCallError as e:
         module.fail_json(msg="the tokenizer check could not run; python must be an engine venv's interpreter "
                              "(with transformers). %s" % e, rc=e.rc)
     r.pop("ok", None)
+    r["cached"] = bool(cached.hits)
     if r["problems"]:
         module.fail_json(msg="the tokenizer or chat template is wrong for %s:\n- %s"
                          % (p["tokenizer_path"], "\n- ".join(r["problems"])), **r)

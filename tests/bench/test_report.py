@@ -1,4 +1,4 @@
-"""The vLLM-against-SGLang report `make bench-cpu` writes (molecule/sglang/side_effect.yml), read on
+"""The vLLM-against-SGLang report `make bench-cpu` writes (molecule/default/side_effect.yml), read on
 the controller: both engines served every request of the mixed workload, and the report, its raw
 results and its plots are there."""
 import glob

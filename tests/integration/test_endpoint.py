@@ -34,8 +34,9 @@ def request(host, method, path, body=None, key=API_KEY):
 
 
 def special_ids(host):
-    marker = host.file("/var/lib/llmops/models/%s/llmops-synthetic.json" % MODEL).content_string
-    return json.loads(marker)["special_token_ids"]
+    """The special tokens' ids from the served folder's tokenizer.json."""
+    tok = json.loads(host.file("/var/lib/llmops/models/%s/tokenizer.json" % MODEL).content_string)
+    return dict((t["content"], t["id"]) for t in tok["added_tokens"])
 
 
 def test_unit_active_and_enabled(host):
@@ -45,7 +46,13 @@ def test_unit_active_and_enabled(host):
 
 
 def test_only_one_engine_runs(host):
+    """After a switch of engines too: the other engine's unit is stopped and disabled, and no other
+    llmops-* unit runs."""
     assert not host.service(OTHER_UNIT).is_running
+    # disabled, or never installed on this host
+    assert host.run("systemctl is-enabled %s" % OTHER_UNIT).rc != 0
+    running = host.check_output("systemctl list-units 'llmops-*' --state=running --no-legend --plain | awk '{print $1}'")
+    assert running.split() == [UNIT]
 
 
 def test_runs_as_dedicated_user_without_key_on_command_line(host):
@@ -85,6 +92,8 @@ def test_chat_completion_returns_usage(host):
     assert body["usage"]["completion_tokens"] > 0
     assert body["usage"]["prompt_tokens"] > 0
     assert body["choices"][0]["finish_reason"] in ("length", "stop")
+    # The engine answering is the one deployed: vLLM fingerprints its responses, SGLang does not.
+    assert ("vllm" in (body.get("system_fingerprint") or "")) == (ENGINE == "vllm"), body
 
 
 @pytest.mark.parametrize("key", [None, "wrong-key-0123456789"])
@@ -95,7 +104,8 @@ def test_chat_without_valid_key_is_refused(host, key):
 
 
 def test_engine_applies_chatml_template(host):
-    """The prompt the engine tokenises starts with <|im_start|> as one special token."""
+    """The prompt the engine tokenises starts with <|im_start|> as one special token, and the
+    special tokens written in a prompt are the tokenizer's ids."""
     ids = special_ids(host)
     status, body = request(host, "POST", "/tokenize", {
         "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True})
@@ -103,4 +113,7 @@ def test_engine_applies_chatml_template(host):
     tokens = body["tokens"]
     assert tokens[0] == ids["<|im_start|>"]
     assert tokens.count(ids["<|im_start|>"]) == 2  # user turn + assistant generation prompt
-    assert ids["<|im_end|>"] in tokens
+    assert tokens.count(ids["<|im_end|>"]) == 1
+    status, body = request(host, "POST", "/tokenize", {"model": MODEL, "prompt": "<|im_start|><|im_end|>"})
+    assert status == 200, body
+    assert body["tokens"][-2:] == [ids["<|im_start|>"], ids["<|im_end|>"]]

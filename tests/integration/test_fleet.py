@@ -6,15 +6,14 @@ The controller streams long chat completions (hundreds of tokens each) through t
 port with the official openai client while the playbooks roll changes over the hosts, and counts
 for each step the requests sent, those that failed before their first token, and the streams cut
 after it. A watcher on the gateway records how many engines were drained at once. In the upgrade,
-four overlapping streams go to host 1 directly, so that its drain has requests to wait for. The load starts
-with the play that rolls the engines (the plays before it restart nothing) and lasts to the end of
-the run.
+long streams go to host 1 directly from its drain until the rollout's wait begins, so that the wait
+has requests to wait for. The load starts with the play that rolls the engines (the plays before it
+restart nothing) and lasts to the end of the run.
 """
 import concurrent.futures
 import json
 import os
 import re
-import signal
 import ssl
 import subprocess
 import tempfile
@@ -22,6 +21,8 @@ import threading
 import time
 
 import pytest
+
+from killing import kill_run
 
 pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_FLEET_SCENARIO") != "1",
                                 reason="runs in the molecule fleet scenario only")
@@ -39,21 +40,21 @@ A, B = "0.31.0", "0.32.0"
 # a drained engine may still hold a running request when the rollout starts waiting for it.
 STREAM_TOKENS = 400
 # Bounds of the load: it never outlives a step, nor sends more than this. One stream at a time,
-# idle after each request for twice as long as the request took: a CPU vLLM generating takes both
-# of the test machine's cores (its engine core polls the worker), and the rollout needs some.
+# idle after each request for three times as long as the request took: a CPU vLLM generating takes
+# both of the test machine's cores, and the rollout's restarts need them.
 LOAD_STREAMS = 1
 LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
-LOAD_IDLE_FACTOR = 2
-# A stream sent to one engine directly (from the gateway host, so past the gateway's drain) as soon
-# as the gateway marks that engine down: the engine still runs it when the rollout's wait for idle
-# begins (after the gateway's reload), and the rollout must wait for it. Within max-model-len.
+LOAD_IDLE_FACTOR = 3
+# Streams sent to one engine directly (from the gateway host, so past the gateway's drain) from the
+# moment the gateway marks that engine down until the rollout's wait for idle has begun: two are
+# always in flight in that time, however long it lasts, so the wait must find requests and wait for
+# them. Each is long (within max-model-len); at most PINNED_MAX are sent.
 PINNED_TOKENS = 900
-# Several such streams, started this many seconds apart (less than one stream lasts, about 10-15 s
-# here): the engine stays busy from the gateway's drain until the last one ends, however long the
-# rollout takes between marking the engine down and starting its wait.
-PINNED_STREAMS = 4
-PINNED_SPACING = 3
+PINNED_IN_FLIGHT = 2
+PINNED_MAX = 16
+# The banner of the rollout's wait (drain.yml); with one host per batch, host 1's is the first.
+WAIT_TASK = "TASK [llmops.serving.rollout : Wait until the engine has no running or waiting request]"
 ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
 # The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
 ROLL_PLAY = "PLAY [Roll the engines"
@@ -121,6 +122,7 @@ class StreamLoad(object):
         self.threads.append(threading.Thread(target=self.watch, daemon=True))
         self.t0 = None
         self.pinned = self.pinned_thread = None
+        self.wait_started = threading.Event()
 
     def one(self):
         """'ok', 'failed' (nothing streamed) or 'cut' (the stream broke or ended early), and why."""
@@ -145,19 +147,18 @@ class StreamLoad(object):
         return "ok", None
 
     def pin(self, engine):
-        """In the background: once the gateway marks `engine` down, send PINNED_STREAMS streams of
-        PINNED_TOKENS to it directly, PINNED_SPACING seconds apart, so that their runs overlap and
-        the engine is never idle until the last one ends. self.pinned is then the list of
-        (finish_reason, completion tokens) of each stream, or the error."""
+        """In the background: once the gateway marks `engine` down, keep PINNED_IN_FLIGHT streams of
+        PINNED_TOKENS running on it, sent directly, until the rollout's wait for idle has begun.
+        self.pinned is then the list of (finish_reason, completion tokens) of each stream, or why
+        none was sent."""
         body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
                            "stream": True, "max_tokens": PINNED_TOKENS, "min_tokens": PINNED_TOKENS,
                            "ignore_eos": True, "stream_options": {"include_usage": True}})
         cmd = ("curl -sS -N -m 300 -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' "
                "http://%s:8000/v1/chat/completions" % (ENGINE_KEY, body, address(engine)))
-        results = [None] * PINNED_STREAMS
+        results = []
 
         def one(i):
-            time.sleep(i * PINNED_SPACING)
             finish, tokens = None, None
             try:
                 out = on_host(GATEWAY, cmd)
@@ -180,16 +181,29 @@ class StreamLoad(object):
                     self.pinned = "%s was never drained" % engine
                     return
                 time.sleep(0.2)
-            threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(PINNED_STREAMS)]
-            for t in threads:
-                t.start()
+            threads = []
+            while not self.wait_started.is_set() and len(threads) < PINNED_MAX and not self.stop_event.is_set():
+                if sum(t.is_alive() for t in threads) < PINNED_IN_FLIGHT:
+                    results.append(None)
+                    threads.append(threading.Thread(target=one, args=(len(threads),), daemon=True))
+                    threads[-1].start()
+                time.sleep(0.5)
             for t in threads:
                 t.join()
-            self.pinned = results
+            self.pinned = results if self.wait_started.is_set() else (
+                "the rollout's wait did not begin while %d streams were sent" % len(threads))
 
         self.pinned = None
         self.pinned_thread = threading.Thread(target=streams, daemon=True)
         self.pinned_thread.start()
+
+    def saw(self, line):
+        """A line of the playbook run's output: the load starts with the play that rolls the
+        engines; the rollout's first wait for idle ends the pinned streams' sending."""
+        if line.startswith(ROLL_PLAY):
+            self.start()
+        if line.startswith(WAIT_TASK):
+            self.wait_started.set()
 
     def start(self):
         """Start the streams and the watcher (once)."""
@@ -254,9 +268,24 @@ def command(name, *args, inventories=()):
 MARKS = r"PLAN |ROLLED OUT |ROLLOUT FAILED|RESTORED|ROLLED BACK |UNTOUCHED |DRAIN TIMEOUT|REBOOT|fatal:|ERROR"
 
 
+# Each run's whole output is kept here (beyond the scenario's destroy), numbered in run order.
+RUN_LOGS = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", ROOT), ".cache", "fleet-runs")
+RUN_COUNT = [0]
+
+
 def show(cmd, rc, out, seconds):
-    """The run's command, outcome, marked lines and its slowest tasks (ansible.posix.profile_tasks)."""
-    print("\n$ %s  (rc %s, %.0f s)" % (" ".join(cmd[cmd.index("-i") + 2:]), rc, seconds))
+    """The run's command, outcome, marked lines and its slowest tasks (ansible.posix.profile_tasks);
+    the whole output goes to a file in RUN_LOGS."""
+    book = [i for i, arg in enumerate(cmd) if arg.startswith(os.path.join(ROOT, "playbooks", ""))][0]
+    if RUN_COUNT[0] == 0 and os.path.isdir(RUN_LOGS):
+        for old in os.listdir(RUN_LOGS):
+            os.unlink(os.path.join(RUN_LOGS, old))
+    RUN_COUNT[0] += 1
+    os.makedirs(RUN_LOGS, exist_ok=True)
+    log = os.path.join(RUN_LOGS, "%02d-%s.log" % (RUN_COUNT[0], os.path.basename(cmd[book])[:-len(".yml")]))
+    with open(log, "w") as f:
+        f.write(" ".join(cmd) + "\n" + out)
+    print("\n$ %s  (rc %s, %.0f s; output: %s)" % (" ".join(cmd[book:]), rc, seconds, log))
     lines = out.splitlines()
     for line in lines:
         if re.search(MARKS, line):
@@ -283,8 +312,8 @@ class Run(object):
     def read(self):
         for line in self.proc.stdout:
             self.lines.append(line)
-            if self.load is not None and line.startswith(ROLL_PLAY):
-                self.load.start()
+            if self.load is not None:
+                self.load.saw(line)
 
     def running(self):
         return self.proc.poll() is None
@@ -299,7 +328,7 @@ class Run(object):
         return rc, self.output()
 
     def kill(self):
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        kill_run(self.proc.pid)
         self.proc.wait()
         self.reader.join()
         show(self.cmd, "SIGKILL", self.output(), time.monotonic() - self.t0)
@@ -388,21 +417,18 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         assert on_host(c, "head -c 40 /etc/llmops/chat-templates/qwen3.jinja").startswith("{#- fleet scenario")
         assert state(c)["serving"]["chat_template"] and not state(c).get("drained")
 
-    # 3. Upgrade A -> B under load (prebuild beside the serving venv, then validate, roll, prune):
-    # every host ends on B, served and undrained. A stale venv older than A's is pruned; A's is
-    # kept for rollback.
+    # 3. Upgrade A -> B under load (prebuild beside the serving venv on every host, then validate,
+    # roll, prune): every host ends on B, served and undrained. A stale venv older than A's is
+    # pruned; A's is kept for rollback.
     on_host(ENGINES[0], "mkdir -p /opt/llmops/venvs/vllm-0.30.0-000000000000/bin && "
                         "touch -d 2020-01-01 /opt/llmops/venvs/vllm-0.30.0-000000000000")
     venv_a = current(ENGINES[0])
-    starts = {c: unit_start(c) for c in ENGINES}
-    rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu", *spec)
-    assert rc == 0, out[-3000:]
-    assert {c: unit_start(c) for c in ENGINES} == starts and current(ENGINES[0]) == venv_a
-    # Host 1 also gets a long stream of its own as the gateway drains it: the drain must wait for it.
+    # One run, both phases (the prebuild leaves the serving venv and engine alone: step 6 proves it).
+    # Host 1 also gets long streams of its own as the gateway drains it: the drain must wait for them.
     with StreamLoad() as load:
         load.pin(ENGINES[0])
-        rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu", *spec, load=load)
-    load.report("during upgrade A->B (prebuilt)")
+        rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec, load=load)
+    load.report("during upgrade A->B (prebuild and roll)")
     print("STREAMS SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
     assert rc == 0, out[-3000:]
     times = rolled(out)
@@ -412,7 +438,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     load.assert_clean()
     host, running, waiting, waited = drains(out)[0]
     assert host == ENGINES[0] and int(running) + int(waiting) >= 1 and float(waited) > 0, drains(out)
-    assert load.pinned == [("length", PINNED_TOKENS)] * PINNED_STREAMS, load.pinned
+    assert isinstance(load.pinned, list) and load.pinned == [("length", PINNED_TOKENS)] * len(load.pinned), load.pinned
     assert drained_now() == []
     for c in ENGINES:
         assert served_version(c).startswith(B)

@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmops.serving maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Monitoring on a converged host (testinfra, podman backend; the default and sglang scenarios).
+"""Monitoring on a converged host (testinfra, podman backend; the default scenario, on each engine).
 
 Prometheus from Debian runs on loopback, loads the rules written for the engine that runs now and
 scrapes its /metrics.

@@ -32,9 +32,9 @@ def test_follows_a_job_with_its_progress_file_and_returns_its_result(tmp_path):
     progress = tmp_path / "progress.json"
     writer = textwrap.dedent("""
         import json, sys, time
-        for i in range(1, 9):
-            json.dump({"phase": "download", "done": i * 2 ** 29, "total": 4 * 2 ** 30, "rate": 2 ** 30,
-                       "eta_s": (8 - i) / 2, "state": "running"}, open(sys.argv[1], "w"))
+        for i in range(1, 13):
+            json.dump({"phase": "download", "done": i * 2 ** 28, "total": 3 * 2 ** 30, "rate": 2 ** 30,
+                       "eta_s": (12 - i) / 4, "state": "running"}, open(sys.argv[1], "w"))
             time.sleep(1)
         print("fetched")
     """)
@@ -46,17 +46,20 @@ def test_follows_a_job_with_its_progress_file_and_returns_its_result(tmp_path):
             "progress_file": str(progress)}, "register": "followed"},
         {"ansible.builtin.assert": {"that": [
             "followed.finished", "followed.rc == 0", "followed.stdout == 'fetched'",
-            "followed.rounds >= 2", "followed.followed_s >= 4"]}},
+            "followed.rounds >= 1", "followed.followed_s >= 1"]}},
     ])
     assert rc == 0, out
+    # One line per round the job was still running (at least one: the job lasts 12 s, starting it
+    # takes a few even on a loaded machine); the loop itself is counted in test_job_follow.py.
     lines = [line for line in out.splitlines() if line.startswith("[localhost] qwen3 download: ")]
-    assert len(lines) >= 2, out
-    assert any(" of 4.0 GiB (" in line and "1.0 GiB/s" in line and "s elapsed)" in line for line in lines), lines
+    assert len(lines) >= 1, out
+    assert any(" of 3.0 GiB (" in line and "1.0 GiB/s" in line and "s elapsed)" in line for line in lines), lines
 
 
 def test_follows_a_build_log_and_returns_a_failed_job(tmp_path):
     log = tmp_path / "build.log"
-    build = "for i in 1 2 3; do echo \"[$i/9] Building CXX object k$i.o\" >> %s; sleep 1; done; exit 3" % log
+    # Twelve seconds of build: the follower sees it running even when starting the job took seconds.
+    build = "for i in $(seq 12); do echo \"[$i/20] Building CXX object k$i.o\" >> %s; sleep 1; done; exit 3" % log
     rc, out = run_play(tmp_path, [
         {"name": "start", "ansible.builtin.shell": build, "async": 120, "poll": 0, "register": "job"},
         {"name": "follow", "llmops.serving.job_progress": {
@@ -65,12 +68,12 @@ def test_follows_a_build_log_and_returns_a_failed_job(tmp_path):
         {"ansible.builtin.assert": {"that": ["followed.finished", "followed.rc == 3"]}},
     ])
     assert rc == 0, out
-    assert "/9 objects compiled (" in out, out
+    assert "/20 objects compiled (" in out, out
 
 
 def test_follows_the_size_of_a_folder_being_filled(tmp_path):
     venv = tmp_path / "venv"
-    fill = "mkdir -p %s; for i in 1 2 3 4 5; do head -c 1048576 /dev/zero > %s/f$i; sleep 1; done" % (venv, venv)
+    fill = "mkdir -p %s; for i in $(seq 12); do head -c 1048576 /dev/zero > %s/f$i; sleep 1; done" % (venv, venv)
     rc, out = run_play(tmp_path, [
         {"name": "start", "ansible.builtin.shell": fill, "async": 120, "poll": 0, "register": "job"},
         {"name": "follow", "llmops.serving.job_progress": {
@@ -78,7 +81,7 @@ def test_follows_the_size_of_a_folder_being_filled(tmp_path):
             "size_of": str(venv)}},
     ])
     assert rc == 0, out
-    assert re.search(r"\[localhost\] venv: [1-5]\.0 MiB in %s \(\d+s elapsed\)" % re.escape(str(venv)), out), out
+    assert re.search(r"\[localhost\] venv: \d+\.0 MiB in %s \(\d+s elapsed\)" % re.escape(str(venv)), out), out
 
 
 def test_a_job_past_the_timeout_fails_and_says_so(tmp_path):

@@ -91,3 +91,13 @@ def test_size_line_reads_du():
     assert job_follow.size_line("3328599654\t/opt/llmops/venvs/v\n", "/opt/llmops/venvs/v") == "3.1 GiB in /opt/llmops/venvs/v"
     assert job_follow.size_line("", "/opt/v") == "nothing in /opt/v yet"
     assert job_follow.size_line("du: cannot access '/opt/v': No such file or directory", "/opt/v") == "nothing in /opt/v yet"
+
+
+def test_a_follower_whose_run_is_gone_stops_at_its_next_round():
+    job = FakeJob(ends_at=6 * 3600)
+    parent_alive = iter([True, True, True, False])
+    with pytest.raises(job_follow.FollowerOrphaned) as e:
+        job_follow.follow(job.check, job.wait, job.describe, job.lines.append, 240, 24 * 3600, job.clock,
+                          alive=lambda: next(parent_alive))
+    assert e.value.rounds == 3 and job.checks == 3 and len(job.lines) == 3
+    assert "ansible-playbook is gone after 12m00s" in str(e.value)

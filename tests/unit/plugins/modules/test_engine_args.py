@@ -80,6 +80,34 @@ def test_validation_runs_through_run_command(monkeypatch):
     assert "llmops_sglang_launch" in result["launcher"]["content"]
 
 
+def test_a_second_validation_of_the_same_venv_and_flags_reads_the_cache(monkeypatch, tmp_path):
+    venv = tmp_path / "vllm-0.32.0-37ea9d68ebb9"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    calls = []
+
+    def run_command(self, args, data=None, environ_update=None, **kwargs):
+        calls.append(args)
+        res = {"installed": [{"name": "vllm", "version": "0.32.0"}],
+               "options": dict((o, {"dest": o, "kind": "x"}) for o in
+                               ["--served-model-name", "--host", "--port", "--tensor-parallel-size",
+                                "--enable-prefix-caching", "--max-num-seqs"]),
+               "parser_source": "fake"}
+        return 0, ea.RESULT_MARKER + json.dumps(res) + "\n", ""
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    args = {"engine": "vllm", "engine_version": "0.32.0", "spec": SPEC, "python": str(venv / "bin" / "python"),
+            "cache_dir": str(tmp_path / "probes")}
+    first = run(args)[1]
+    # check mode only reads (cache_update false, as the role passes it there)
+    second = run(dict(args, cache_update=False), check_mode=True)[1]
+    third = run(dict(args, spec=dict(SPEC, port=8001)), check_mode=True)[1]
+    assert first["validated"] and not first["validation_cached"]
+    assert second["validated"] and second["validation_cached"] and second["flags"] == first["flags"]
+    assert not third["validation_cached"]
+    assert len(calls) == 2 and len(list((tmp_path / "probes").iterdir())) == 1
+
+
 def test_override_of_spec_flag_fails_with_the_variable():
     kind, result = run({"engine": "vllm", "engine_version": "0.32.0", "spec": SPEC, "validate": False,
                         "extra_args": {"max-num-seqs": 4}})
@@ -113,11 +141,12 @@ def test_documentation_matches_the_argument_spec():
     doc = yaml.safe_load(module.DOCUMENTATION)
     yaml.safe_load(module.EXAMPLES)
     returns = yaml.safe_load(module.RETURN)
-    assert set(doc["options"]) == {"engine", "engine_version", "spec", "extra_args", "stack_args", "validate", "python"}
+    assert set(doc["options"]) == {"engine", "engine_version", "spec", "extra_args", "stack_args", "validate", "python",
+                                   "cache_dir", "cache_update"}
     assert set(doc["options"]["spec"]["suboptions"]) == set(module.SPEC_OPTIONS) == set(ea.SPEC_DEFAULTS)
     for name, opt in module.SPEC_OPTIONS.items():
         documented = doc["options"]["spec"]["suboptions"][name]
         assert documented["type"] == opt["type"], name
         assert documented.get("default") == opt.get("default"), name
-    for key in ("command", "flags", "env", "api_key_env", "validated", "validation_method", "msg"):
+    for key in ("command", "flags", "env", "api_key_env", "validated", "validation_method", "validation_cached", "msg"):
         assert key in returns

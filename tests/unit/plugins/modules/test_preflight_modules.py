@@ -102,6 +102,23 @@ def test_model_facts_reads_the_engine_registry(tmp_path, capsys):
     assert result["engine_support"]["source"] == "registry"
 
 
+def test_model_facts_reads_the_registry_of_a_venv_once(tmp_path, capsys):
+    venv = tmp_path / "vllm-0.26.0-0123456789ab"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    runs = tmp_path / "runs"
+    python = venv / "bin" / "python"
+    python.write_text("#!/bin/sh\necho run >> %s\necho '[\"Qwen2ForCausalLM\"]'\n" % runs)
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    args = {"path": Q25, "engine": "vllm", "engine_version": "0.26.0", "engine_python": str(python),
+            "cache_dir": str(tmp_path / "probes")}
+    first = run_module(model_facts, args, capsys)
+    second = run_module(model_facts, args, capsys)
+    assert first["engine_support"]["source"] == second["engine_support"]["source"] == "registry"
+    assert first["engine_support"] == second["engine_support"]
+    assert runs.read_text().count("run") == 1
+
+
 def test_model_facts_from_config_only(capsys):
     config = json.loads(read(Q25, "config.json"))
     result = run_module(model_facts, {"path": "/nonexistent/models/qwen", "config": config,

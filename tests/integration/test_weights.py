@@ -1,23 +1,24 @@
-"""The weights scenario, seen from inside the host: a .bin checkpoint and a LoRA adapter became a
-served, merged, sharded safetensors folder that vLLM serves with the template proven by ids; bad
-sources (a missing shard, a hash mismatch) fail the play before anything served changes; a build
-killed before its link flips leaves the old build served and is cleaned by the next run.
+"""The weights journey, seen from inside the host (scenario env LLMOPS_WEIGHTS_JOURNEY=1): a .bin
+checkpoint and a LoRA adapter became a served, merged, sharded safetensors folder that the engine
+serves with the template proven by ids; bad sources (a missing shard, a hash mismatch) fail the play
+before anything served changes; a build killed before its link flips leaves the old build served and
+is cleaned by the next run.
 """
 import concurrent.futures
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd()), "tests", "integration"))
-# The shared endpoint tests, except the template one (it reads the synthetic model's marker).
-from test_endpoint import (  # noqa: E402,F401 pylint: disable=unused-import
-    MODEL, UNIT, request, test_chat_completion_returns_usage, test_chat_without_valid_key_is_refused,
-    test_environment_file_is_private, test_listens_on_loopback_only, test_models_lists_served_name,
-    test_only_one_engine_runs, test_runs_as_dedicated_user_without_key_on_command_line,
-    test_unit_active_and_enabled)
+import pytest
+
+from killing import kill_run
+from test_endpoint import MODEL, UNIT
+from test_rerun import playbook as rerun_playbook, snapshot as engine_snapshot
+
+pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_WEIGHTS_JOURNEY") != "1",
+                                reason="this scenario serves no converted checkpoint")
 
 SERVED = "/var/lib/llmops/models/%s" % MODEL
 SOURCE = "/srv/models/qwen3-tiny-bin"
@@ -50,41 +51,15 @@ def test_served_folder_carries_the_template(host):
     assert cfg["chat_template"] == installed
 
 
-def tokenizer_ids(host):
-    tok = json.loads(host.file(SERVED + "/tokenizer.json").content_string)
-    return dict((t["content"], t["id"]) for t in tok["added_tokens"])
-
-
-def test_engine_ids_match_the_tokenizer(host):
-    ids = tokenizer_ids(host)
-    status, body = request(host, "POST", "/tokenize", {
-        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True})
-    assert status == 200, body
-    tokens = body["tokens"]
-    assert tokens[0] == ids["<|im_start|>"]
-    assert tokens.count(ids["<|im_start|>"]) == 2  # user turn + assistant generation prompt
-    assert tokens.count(ids["<|im_end|>"]) == 1
-    status, body = request(host, "POST", "/tokenize", {"model": MODEL, "prompt": "<|im_start|><|im_end|>"})
-    assert status == 200, body
-    assert body["tokens"][-2:] == [ids["<|im_start|>"], ids["<|im_end|>"]]
-
-
 def playbook(extra):
-    cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
-           os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml"),
-           "--skip-tags", os.environ.get("LLMOPS_SKIP_TAGS", "gateway,monitoring"), "-e", json.dumps(extra)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-    return run.returncode, run.stdout + run.stderr
+    return rerun_playbook("--skip-tags", "gateway,monitoring", extra=extra)
 
 
 def snapshot(host):
-    return {
-        "pid": host.check_output("systemctl show -p MainPID --value %s" % UNIT),
-        "unit": host.check_output("sha256sum /etc/systemd/system/%s" % UNIT),
-        "env": host.check_output("sha256sum /etc/llmops/vllm.env"),
-        "served": host.check_output("cd %s && ls -l --time-style=+%%s && sha256sum *" % SERVED),
-        "inode": host.check_output("stat -c %%i %s" % SERVED),
-    }
+    state = engine_snapshot(host)
+    state.update(served=host.check_output("cd %s && ls -l --time-style=+%%s && sha256sum *" % SERVED),
+                 inode=host.check_output("stat -c %%i %s" % SERVED))
+    return state
 
 
 def served_bytes(host):
@@ -132,7 +107,7 @@ def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_clean
         template.write_text("{#- another template, another build -#}\n" + f.read())
     cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
            os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml"),
-           "--skip-tags", os.environ.get("LLMOPS_SKIP_TAGS", "gateway,monitoring"),
+           "--skip-tags", "gateway,monitoring",
            "-e", "serving_chat_template=%s" % template]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -145,8 +120,8 @@ def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_clean
                 break
             time.sleep(0.2)
         assert started, "no build began:\n" + (proc.communicate()[0] if proc.poll() is not None else "")[-3000:]
-        # The crash: the run, the async module and the build in the engine venv die at once.
-        os.killpg(proc.pid, signal.SIGKILL)
+        # The crash: the run, its workers, the async module and the build in the engine venv die at once.
+        kill_run(proc.pid)
         host.run("pkill -9 -f async_wrapper; pkill -9 -f AnsiballZ_weights_convert; pkill -9 -f run_in_venv")
     finally:
         if proc.poll() is None:
