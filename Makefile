@@ -90,8 +90,13 @@ lint: tools  ## yamllint, ansible-lint (production), argument-spec check
 	$(BIN)/python tests/harness/check_argument_specs.py
 	$(BIN)/ansible-lint --profile production
 
+# shellcheck from Debian: without it ansible-test sanity skips its shell-script test and says nothing.
+.PHONY: shellcheck
+shellcheck:
+	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
+
 .PHONY: sanity
-sanity: tools  ## ansible-test sanity on a copy of the collection
+sanity: tools shellcheck  ## ansible-test sanity on a copy of the collection (shellcheck included)
 	tests/harness/ansible-test-sanity.sh
 
 .PHONY: monitoring-rules

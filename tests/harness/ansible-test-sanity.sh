@@ -12,7 +12,7 @@ git -C "$ROOT" ls-files -z --cached --others --exclude-standard | (cd "$ROOT" &&
 pipver=$(grep -ho "pip='[0-9.]*'" "$(python3 -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" \
   | head -1 | tr -dc '0-9.')
 mkdir -p ~/.ansible/test/cache
-cp "$ROOT/tests/harness/files/get_pip_standin.py" ~/.ansible/test/cache/get_pip_${pipver//./_}.py
+cp "$ROOT/tests/harness/files/get_pip_standin.py" ~/.ansible/test/cache/"get_pip_${pipver//./_}.py"
 cd "$DEST"
 # ansible-test lists targets from version control: give the copy its own throwaway repository.
 git init -q . && git add -A

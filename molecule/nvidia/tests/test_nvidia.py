@@ -27,15 +27,6 @@ REPO_VARS = {
 }
 
 
-def name(host):
-    return host.backend.get_hostname()
-
-
-def only(host, wanted):
-    if name(host) != wanted:
-        pytest.skip("checked on %s" % wanted)
-
-
 def version(host, pkg):
     return host.check_output("dpkg-query -W -f='${Version}' %s" % pkg)
 
@@ -47,8 +38,8 @@ def holds(host):
 DEBIAN_DRIVER = ["nvidia-open-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"]
 
 
+@pytest.mark.on_host(DEBIAN)
 def test_debian_driver_packages_are_550_and_held(host):
-    only(host, DEBIAN)
     held = holds(host)
     for pkg in DEBIAN_DRIVER:
         assert version(host, pkg).startswith("550.163.01-"), pkg
@@ -57,16 +48,16 @@ def test_debian_driver_packages_are_550_and_held(host):
     assert not host.package("nvidia-kernel-dkms").is_installed
 
 
+@pytest.mark.on_host(DEBIAN)
 def test_debian_branch_pin(host):
-    only(host, DEBIAN)
     pin = host.file("/etc/apt/preferences.d/llmops-nvidia-driver").content_string
     assert "Pin: version 550.*" in pin
     policy = host.check_output("apt-cache policy nvidia-smi")
     assert "1001" in policy
 
 
+@pytest.mark.on_host(DEBIAN)
 def test_debian_dkms_registered_not_built(host):
-    only(host, DEBIAN)
     # the module source is registered with DKMS; no module was built in the container
     assert host.file("/usr/src/nvidia-550.163.01").is_directory or \
         host.file("/usr/src/nvidia-current-550.163.01").is_directory or \
@@ -83,8 +74,8 @@ def test_persistenced_enabled(host):
     assert host.service("nvidia-persistenced").is_enabled
 
 
+@pytest.mark.on_host(DEBIAN)
 def test_cuda_toolkit_124_held(host):
-    only(host, DEBIAN)
     assert version(host, "nvidia-cuda-toolkit").startswith("12.4.131")
     assert version(host, "nvidia-cuda-dev").startswith("12.4.127")
     assert {"nvidia-cuda-toolkit", "nvidia-cuda-dev"} <= holds(host)
@@ -93,12 +84,13 @@ def test_cuda_toolkit_124_held(host):
 def test_cuda_home_and_profile(host):
     link = host.file("/usr/local/cuda")
     assert link.is_symlink and link.linked_to == "/usr/local/cuda-12.4"
-    env = host.check_output("bash -lc 'echo $CUDA_HOME:$PATH'")
-    assert env.startswith("/usr/local/cuda:/usr/local/cuda/bin:") or "/usr/local/cuda/bin" in env
+    cuda_home, cuda_path, path = host.check_output("bash -lc 'echo \"$CUDA_HOME|$CUDA_PATH|$PATH\"'").split("|")
+    assert cuda_home == "/usr/local/cuda" and cuda_path == "/usr/local/cuda", (cuda_home, cuda_path)
+    assert "/usr/local/cuda/bin" in path.split(":"), path
 
 
+@pytest.mark.on_host(DEBIAN)
 def test_real_nvcc_124_compiles_and_links_the_probe_for_sm90(host):
-    only(host, DEBIAN)
     out = host.check_output("bash -lc 'nvcc --version'")
     assert "release 12.4, V12.4.131" in out
     build = host.run("bash -lc 'cd /tmp && nvcc -arch=sm_90 -o /tmp/probe /opt/llmops/cuda-probe/cuda_probe.cu'")
@@ -112,8 +104,8 @@ def test_real_nvcc_124_compiles_and_links_the_probe_for_sm90(host):
     assert "cuda runtime 12040" in run.stdout
 
 
+@pytest.mark.on_host(REPO)
 def test_repo_source_is_signed_and_points_at_the_mirror(host):
-    only(host, REPO)
     src = host.file("/etc/apt/sources.list.d/llmops-nvidia-cuda.sources").content_string
     assert "URIs: http://127.0.0.1:8765/debian12/x86_64/" in src
     assert "Signed-By: /etc/apt/keyrings/llmops-nvidia-cuda.asc" in src
@@ -121,8 +113,8 @@ def test_repo_source_is_signed_and_points_at_the_mirror(host):
         "-----BEGIN PGP PUBLIC KEY BLOCK-----")
 
 
+@pytest.mark.on_host(REPO)
 def test_repo_driver_open_flavour_held(host):
-    only(host, REPO)
     held = holds(host)
     for pkg in ("nvidia-driver-550-open", "nvidia-dkms-550-open"):
         assert version(host, pkg) == "550.163.01-1"
@@ -130,8 +122,8 @@ def test_repo_driver_open_flavour_held(host):
     assert not host.package("cuda-drivers-550").is_installed
 
 
+@pytest.mark.on_host(REPO)
 def test_repo_fabricmanager_pinned_to_driver_build(host):
-    only(host, REPO)
     assert version(host, "nvidia-fabricmanager-550") == version(host, "nvidia-dkms-550-open")
     assert "nvidia-fabricmanager-550" in holds(host)
     pin = host.file("/etc/apt/preferences.d/llmops-nvidia-fabricmanager").content_string
@@ -141,8 +133,8 @@ def test_repo_fabricmanager_pinned_to_driver_build(host):
         "/etc/systemd/system/nvidia-fabricmanager.service.d/llmops.conf").content_string
 
 
+@pytest.mark.on_host(REPO)
 def test_repo_dcgm_and_toolkit(host):
-    only(host, REPO)
     assert host.service("nvidia-dcgm").is_enabled
     assert version(host, "cuda-toolkit-12-4") == "12.4.1-1"
     assert "cuda-toolkit-12-4" in holds(host)
@@ -173,8 +165,8 @@ def snapshot(host):
     ({"nvidia_driver_repo_url": "http://127.0.0.1:9/mirror"},
      "NVIDIA's repository http://127.0.0.1:9/mirror/debian12/x86_64 is unreachable"),
 ], ids=["unknown-branch", "branch-below-stack", "branch-too-old-for-cuda", "repo-unreachable"])
+@pytest.mark.on_host(REPO)
 def test_bad_input_fails_before_any_change(host, extra, message):
-    only(host, REPO)
     before = snapshot(host)
     res = converge(extra)
     out = res.stdout + res.stderr
