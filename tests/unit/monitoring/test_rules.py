@@ -12,6 +12,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "monitoring"))
 import render_rules as rr  # noqa: E402
+import run_promtool  # noqa: E402
 
 PROFILES = os.path.join(rr.REPO, "stacks", "profiles.yml")
 
@@ -61,6 +62,14 @@ def test_vllm_metric_names_follow_the_version():
     assert "vllm:gpu_cache_usage_perc" not in rr.referenced_metrics(new)
     assert rr.metric_set("vllm", "0.10.0")["kv_usage"] == "vllm:kv_cache_usage_perc"
     assert rr.metric_set("vllm", "0.10.0rc1+cpu")["kv_usage"] == "vllm:kv_cache_usage_perc"
+
+
+def test_promtool_series_are_checked_only_against_a_scrape():
+    scraped = run_promtool.exported_names("vllm", "0.32.0")
+    assert "vllm:kv_cache_usage_perc" in scraped and "vllm:gpu_cache_usage_perc" not in scraped
+    # no scrape of 0.9.2: nothing stands in for one (the role's own metric table would pass the
+    # test series whatever the engine exports)
+    assert run_promtool.exported_names("vllm", "0.9.2") is None
 
 
 def test_removed_vllm_name_is_absent_from_the_installed_engine():

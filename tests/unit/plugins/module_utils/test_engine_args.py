@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 """engine_args: the serving spec -> engine argv translation, and its validation.
 
-Validation is exercised three ways: a fake venv whose flag list comes from the real `--help`
-texts of vLLM 0.32.0 / 0.33.0 and SGLang 0.5.23 (tests/fixtures/engines); the real validation
-script against a tiny fake engine package (so the script itself runs in every CI); and the real
-engines when LLMOPS_TEST_VLLM_PYTHON / LLMOPS_TEST_SGLANG_PYTHON name a venv interpreter.
+Validation is exercised three ways: a fake venv whose argparse parser and `--help` come from
+the real `--help` texts of vLLM 0.32.0 / 0.33.0 and SGLang 0.5.23 (tests/fixtures/engines); the
+real validation script against a tiny fake engine package (so the script itself runs in every
+CI); and the real engines when LLMOPS_TEST_VLLM_PYTHON / LLMOPS_TEST_SGLANG_PYTHON name a venv
+interpreter.
 """
+import argparse
 import json
 import os
 import subprocess
@@ -38,6 +40,19 @@ def spec(**over):
     return out
 
 
+def fixture_parser(text):
+    """A real argparse parser with the options of a recorded --help, read here without
+    engine_args.help_options (which the help fallback under test uses): argparse prints each option
+    at two spaces' indent, aliases joined by ", ", metavars after a space."""
+    parser = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")
+    for line in text.splitlines():
+        if line.startswith("  -"):
+            invocation = line.strip().split("  ")[0]
+            flags = [part.split(" ")[0] for part in invocation.split(", ") if part.startswith("-")]
+            parser.add_argument(*flags)
+    return parser
+
+
 class FakeVenv(object):
     """Stands in for `<venv>/bin/python`: answers the validation script and `--help`."""
 
@@ -59,9 +74,10 @@ class FakeVenv(object):
             assert request["engine"] == self.engine
             options = None
             if self.parser:
-                groups = ea.help_options(self.text)
-                options = dict((opt, {"dest": grp.lstrip("-").replace("-", "_"), "kind": "x"})
-                               for opt, grp in groups.items())
+                # what the validation script reports for the installed parser: option -> argparse dest
+                options = dict((opt, {"dest": action.dest, "kind": type(action).__name__})
+                               for action in fixture_parser(self.text)._actions
+                               for opt in action.option_strings)
             dists = self.dists
             if dists is None:
                 dists = [{"name": "sglang" if self.engine == "sglang" else "vllm", "version": self.installed}]

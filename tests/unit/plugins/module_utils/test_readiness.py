@@ -72,22 +72,52 @@ def test_ready_after_health_then_generation(engine):
     assert engine.chat_bodies[-1]["top_p"] == 0.8
 
 
+class FakeClock(object):
+    """Time that passes only in sleep(), so the number of polls does not depend on the host's speed."""
+
+    def __init__(self):
+        self.now, self.sleeps, self.reads = 0.0, [], 0
+
+    def __call__(self):
+        self.reads += 1
+        assert self.reads < 100, "wait_ready polls without sleeping or past its timeout"
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def not_ready_after_three_rounds(engine, key="key"):
+    """wait_ready with room for exactly three polls; returns its NotReady message."""
+    clock = FakeClock()
+    with pytest.raises(readiness.NotReady) as err:
+        readiness.wait_ready(engine.url, "/health", key, "m", "hi", 4, timeout=3, interval=1,
+                             clock=clock, sleep=clock.sleep)
+    assert clock.sleeps == [1, 1, 1]
+    assert engine.health_calls == 3  # two 503s, then 200 and the chat in the third round
+    return str(err.value)
+
+
 @pytest.mark.parametrize("engine", [{"sampled_status": 500}], indirect=True)
 def test_engine_that_only_fails_sampling_is_not_ready(engine):
-    with pytest.raises(readiness.NotReady, match=r"temperature=0.7, top_p=0.8\) answered HTTP 500"):
-        readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 4, timeout=0.5, interval=0.05)
-    assert engine.chat_bodies[0]["temperature"] == 0
+    message = not_ready_after_three_rounds(engine)
+    assert message.startswith("not ready after 3s; last: ")
+    assert "(temperature=0.7, top_p=0.8) answered HTTP 500" in message
+    assert [b["temperature"] for b in engine.chat_bodies] == [0, 0.7]
 
 
 def test_wrong_key_is_not_ready(engine):
-    with pytest.raises(readiness.NotReady, match="HTTP 401"):
-        readiness.wait_ready(engine.url, "/health", "nope", "m", "hi", 4, timeout=0.5, interval=0.05)
+    message = not_ready_after_three_rounds(engine, key="nope")
+    assert message.startswith("not ready after 3s; last: ") and "HTTP 401" in message
+    assert len(engine.chat_bodies) == 1
 
 
 @pytest.mark.parametrize("engine", [{"tokens": 0}], indirect=True)
 def test_generation_without_tokens_is_not_ready(engine):
-    with pytest.raises(readiness.NotReady, match="generated no tokens"):
-        readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 4, timeout=0.5, interval=0.05)
+    message = not_ready_after_three_rounds(engine)
+    assert message.startswith("not ready after 3s; last: ") and "generated no tokens" in message
+    assert len(engine.chat_bodies) == 1
 
 
 def test_nothing_listening_times_out_with_last_error():

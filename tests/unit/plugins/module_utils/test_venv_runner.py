@@ -36,6 +36,19 @@ def test_result_marker_is_parsed_after_other_output():
     assert venv_runner.parse_result("no marker here") is None
 
 
-def test_missing_interpreter_fails_clearly():
-    with pytest.raises((venv_runner.VenvCallError, OSError)):
-        venv_runner.call(run_command, "/nonexistent/bin/python", readiness, "http", {})
+def test_failing_child_raises_with_rc_and_its_stderr():
+    # a real interpreter whose call fails (no such function). A missing interpreter never reaches
+    # venv_runner: AnsibleModule.run_command fails the module itself when it cannot start one.
+    with pytest.raises(venv_runner.VenvCallError) as err:
+        venv_runner.call(run_command, sys.executable, readiness, "no_such_function", {})
+    assert err.value.rc == 1
+    assert str(err.value).startswith("readiness.no_such_function failed under %s (rc=1):\n" % sys.executable)
+    assert "NameError: name 'no_such_function' is not defined" in str(err.value)
+    assert "NameError" in err.value.stderr
+
+
+def test_child_without_a_result_line_is_an_error_even_with_rc_0():
+    # /bin/true stands in for an interpreter that exits 0 without running the script
+    with pytest.raises(venv_runner.VenvCallError) as err:
+        venv_runner.call(run_command, "/bin/true", readiness, "http", {})
+    assert err.value.rc == 0 and str(err.value).startswith("readiness.http failed under /bin/true (rc=0)")
