@@ -112,10 +112,27 @@ $(CURDIR)/.cache/engine-venv/.synced: stacks/locks/cpu/vllm-0.32.0.txt | tools
 	UV_CACHE_DIR=$(LLMOPS_CACHE)/uv uv pip sync --python .cache/engine-venv/bin/python --no-index --find-links $(LLMOPS_CACHE)/wheelhouse/cpu --require-hashes stacks/locks/cpu/vllm-0.32.0.txt
 	touch $@
 
+# An SGLang venv of the cpu lock (with the profile's torchvision guard, as python_env applies it), so
+# the unit tests run SGLang's own flag parser.
+.PHONY: sglang-venv
+sglang-venv: $(CURDIR)/.cache/sglang-venv/.synced  ## cpu SGLang venv for the real-parser unit test
+$(CURDIR)/.cache/sglang-venv/.synced: stacks/locks/cpu/sglang-0.5.23.txt | tools
+	test -d $(LLMOPS_CACHE)/wheelhouse/cpu || $(MAKE) wheelhouse PROFILE=cpu
+	uv venv .cache/sglang-venv --python python3.11 --allow-existing
+	UV_CACHE_DIR=$(LLMOPS_CACHE)/uv uv pip sync --python .cache/sglang-venv/bin/python --no-index --find-links $(LLMOPS_CACHE)/wheelhouse/cpu --require-hashes stacks/locks/cpu/sglang-0.5.23.txt
+	.cache/sglang-venv/bin/python tests/fixtures/sgl_kernel_cpu_shim/patches/torchvision_fake_ops/apply.py
+	touch $@
+
+# Each pytest stage writes a JUnit file here; the summary at the end of `make test` reads them.
+RESULTS := $(CURDIR)/.cache/test-results
+
 .PHONY: unit
-unit: tools engine-venv  ## pytest unit tests of module_utils, modules and filters
+unit: tools engine-venv sglang-venv  ## pytest unit tests of module_utils, modules and filters (both engines' real parsers)
+	mkdir -p $(RESULTS)
 	LLMOPS_TEST_VENV_PYTHON=$(CURDIR)/.cache/engine-venv/bin/python \
-	$(BIN)/python -m pytest -q -rs tests/unit
+	LLMOPS_TEST_VLLM_PYTHON=$(CURDIR)/.cache/engine-venv/bin/python \
+	LLMOPS_TEST_SGLANG_PYTHON=$(CURDIR)/.cache/sglang-venv/bin/python \
+	$(BIN)/python -m pytest -q -rs -n auto tests/unit --junitxml=$(RESULTS)/unit.xml
 
 .PHONY: cache-dirs
 cache-dirs:
@@ -123,10 +140,17 @@ cache-dirs:
 
 .PHONY: molecule
 molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios (SCENARIOS="default ...")
-	BESIDE="$(SCENARIOS_BESIDE)" tests/harness/run-scenarios.sh $(SCENARIOS)
+	BESIDE="$(SCENARIOS_BESIDE)" RESULTS_DIR=$(RESULTS) tests/harness/run-scenarios.sh $(SCENARIOS)
 
+.PHONY: results-reset
+results-reset:
+	rm -rf $(RESULTS)
+
+# The last line: passed / failed / skipped per stage and scenario; a skip that tests/skips-allowed.txt
+# does not name fails the run.
 .PHONY: test
-test: lint sanity unit monitoring-rules molecule  ## everything CI runs
+test: results-reset lint sanity unit monitoring-rules molecule  ## everything CI runs
+	$(BIN)/python tests/harness/summarise_results.py $(RESULTS) tests/skips-allowed.txt
 
 .PHONY: test-fleet
 test-fleet:  ## only the fleet scenario: rollouts, upgrade, rollback, recovery over three engines under load

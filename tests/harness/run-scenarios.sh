@@ -6,16 +6,23 @@
 # just before left (they are kept for it): converge with LLMOPS_ENGINE=ENGINE, which switches the
 # converged hosts to that engine through site.yml, then idempotence and verify; the hosts are
 # destroyed after the last entry of NAME. Sharing converged hosts this way costs one create and one
-# base converge per scenario instead of one per engine.
+# base converge per scenario instead of one per engine. Its verify does not repeat the tests marked
+# engine_independent (LLMOPS_SWITCHED_LEG=1, tests/integration/conftest.py).
 # BESIDE names scenarios run one after the other in the background while the first entries run:
 # engine starts and Ansible's controller are mostly single-threaded, so a second scenario uses the
 # core they leave idle. Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed
 # when they end; the background must be done before the last entry starts, which runs alone.
 # A failed entry is reported at the end; the entries of the same scenario after it are skipped.
+# Each entry's verify writes its JUnit file to RESULTS_DIR (default .cache/test-results) as
+# molecule-NAME[-ENGINE].xml, for the summary at the end of `make test`.
 set -u -o pipefail
 
 molecule=${MOLECULE:-molecule}
 log_dir=${LOG_DIR:-.cache/molecule-logs}
+results_dir=$(realpath -m "${RESULTS_DIR:-.cache/test-results}")
+mkdir -p "$results_dir"
+
+junit_of() { printf -- '--junitxml=%s/molecule-%s.xml' "$results_dir" "${1/@/-}"; }
 entries=("$@")
 failed=()
 broken=""
@@ -27,7 +34,7 @@ run_beside() {
   for name in $BESIDE; do
     start=$(date +%s)
     rc=0
-    "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
+    PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
     echo "$name $rc $(( $(date +%s) - start ))" >> "$log_dir/beside.done"
   done
 }
@@ -70,10 +77,12 @@ for i in "${!entries[@]}"; do
     continue
   fi
   rc=0
+  PYTEST_ADDOPTS=$(junit_of "$entry")
+  export PYTEST_ADDOPTS
   if [[ "$entry" == *@* ]]; then
     engine=${entry#*@}
     for action in converge idempotence verify; do
-      LLMOPS_ENGINE=$engine "$molecule" "$action" -s "$name" || { rc=$?; break; }
+      LLMOPS_ENGINE=$engine LLMOPS_SWITCHED_LEG=1 "$molecule" "$action" -s "$name" || { rc=$?; break; }
     done
     if [[ $keep == false || $rc -ne 0 ]]; then
       "$molecule" destroy -s "$name" || true

@@ -66,6 +66,7 @@ def served_bytes(host):
     return host.check_output("cd %s && sha256sum *" % SERVED)
 
 
+@pytest.mark.engine_independent
 def test_bad_sources_fail_before_anything_served_changes(host):
     broken = "/srv/models/qwen3-tiny-bin-missing-shard"
     shard = SOURCE + "/pytorch_model-00002-of-00003.bin"
@@ -95,6 +96,7 @@ def test_bad_sources_fail_before_anything_served_changes(host):
     assert [f for f in listing(host, "/var/lib/llmops/models") if f.startswith("." + MODEL)] == []
 
 
+@pytest.mark.engine_independent
 def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_cleaned_next_run(host, tmp_path):
     """A weights change (another chat template means another build) whose run dies mid-build, the
     build's processes killed on the host as a crash would: the link still names the old build, the

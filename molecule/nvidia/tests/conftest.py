@@ -13,8 +13,8 @@ def pytest_collection_modifyitems(config, items):
     kept, other_hosts = [], []
     for item in items:
         mark = item.get_closest_marker("on_host")
-        host = item.callspec.params.get("_testinfra_host", "") if hasattr(item, "callspec") else ""
-        if mark is not None and host.rsplit("/", 1)[-1] != mark.args[0]:
+        host = item.callspec.params.get("_testinfra_host") if hasattr(item, "callspec") else None
+        if mark is not None and host is not None and host.backend.get_hostname() != mark.args[0]:
             other_hosts.append(item)
         else:
             kept.append(item)

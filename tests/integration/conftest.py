@@ -1,0 +1,21 @@
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tests marked engine_independent check what an engine switch leaves as it is (the weights role's
+builds and their failures, proven against the engine serving at the time). A scenario run again on
+the hosts its first leg converged, switched to another engine (`NAME@ENGINE` in
+tests/harness/run-scenarios.sh, which sets LLMOPS_SWITCHED_LEG=1), does not repeat them: the first
+leg ran them on the same hosts and the same model. They are deselected there, not skipped."""
+import os
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "engine_independent: not repeated on a scenario's switched-engine leg")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("LLMOPS_SWITCHED_LEG") != "1":
+        return
+    kept = [item for item in items if item.get_closest_marker("engine_independent") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
