@@ -50,6 +50,12 @@ BAD_INPUTS = {
     "model_path": ({"serving_model": {"name": "qwen3-tiny", "source": "/srv/models/does-not-exist", "lora": None}},
                    "serving_model.source"),
     "port_taken": ({"serving_listen": "127.0.0.1:%d" % SQUAT_PORT}, "serving_listen"),
+    # the tokenizer's template, the gateway's clients and the monitoring role's thresholds
+    "chat_template": ({"serving_chat_template": "qwen9"}, "serving_chat_template"),
+    "duplicate_client": ({"gateway_api_keys": [{"name": "team-a", "key": "molecule-dup-key-a-0123456789"},
+                                               {"name": "team-a", "key": "molecule-dup-key-b-0123456789"}]},
+                         "gateway_api_keys"),
+    "kv_threshold": ({"monitoring_vllm_kv_cache_usage_max": 1.5}, "monitoring_vllm_kv_cache_usage_max"),
 }
 
 
@@ -57,8 +63,11 @@ def test_bad_inputs_fail_before_anything_changes(host):
     before = snapshot(host)
     # Another program holds a port (a transient unit outside our llmops-* names).
     host.run("systemd-run --unit squatter-%d python3 -m http.server %d --bind 127.0.0.1" % (SQUAT_PORT, SQUAT_PORT))
-    host.run("for i in $(seq 50); do ss -Hltn 'sport = :%d' | grep -q . && break; sleep 0.1; done" % SQUAT_PORT)
+    listening = host.run("for i in $(seq 100); do ss -Hltn 'sport = :%d' | grep -q . && exit 0; sleep 0.1; done; "
+                         "exit 1" % SQUAT_PORT)
     try:
+        # without it the "port taken" run would really move the engine to that port
+        assert listening.rc == 0, "the squatter never listened on %d" % SQUAT_PORT
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(BAD_INPUTS)) as pool:
             runs = dict((name, pool.submit(playbook, extra=extra)) for name, (extra, _) in BAD_INPUTS.items())
             results = dict((name, fut.result()) for name, fut in runs.items())

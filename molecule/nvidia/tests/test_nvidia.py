@@ -5,11 +5,14 @@
 llmops-nvidia-1: Debian 13 with Debian's real packages. llmops-nvidia-2: Debian 12 through the NVIDIA
 repository path against a local stand-in repository (tests/fixtures/nvidia_repo).
 """
+import fnmatch
 import json
 import os
+import re
 import subprocess
 
 import pytest
+import yaml
 
 DEBIAN = "llmops-nvidia-1"
 REPO = "llmops-nvidia-2"
@@ -36,13 +39,21 @@ def holds(host):
 
 
 DEBIAN_DRIVER = ["nvidia-open-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"]
+# What the roles pin (their defaults, which the scenario keeps): the driver branch, and the CUDA line.
+with open(os.path.join(HERE, "..", "..", "..", "roles", "nvidia_driver", "defaults", "main.yml")) as _f:
+    BRANCH = yaml.safe_load(_f)["nvidia_driver_branch"]
+with open(os.path.join(HERE, "..", "..", "..", "roles", "cuda_toolkit", "defaults", "main.yml")) as _f:
+    CUDA_LINE = yaml.safe_load(_f)["cuda_toolkit_version"]
 
 
 @pytest.mark.on_host(DEBIAN)
-def test_debian_driver_packages_are_550_and_held(host):
+def test_debian_driver_packages_are_of_the_pinned_branch_one_build_and_held(host):
     held = holds(host)
+    versions = dict((pkg, version(host, pkg)) for pkg in DEBIAN_DRIVER)
+    # the branch the role pins (Pin: version <branch>.*), one driver build across the packages
+    assert all(fnmatch.fnmatch(v, "%s.*" % BRANCH) for v in versions.values()), versions
+    assert len(set(v.split("-")[0] for v in versions.values())) == 1, versions
     for pkg in DEBIAN_DRIVER:
-        assert version(host, pkg).startswith("550.163.01-"), pkg
         assert pkg in held, pkg
     # the proprietary module package was not pulled in next to the open one
     assert not host.package("nvidia-kernel-dkms").is_installed
@@ -51,17 +62,19 @@ def test_debian_driver_packages_are_550_and_held(host):
 @pytest.mark.on_host(DEBIAN)
 def test_debian_branch_pin(host):
     pin = host.file("/etc/apt/preferences.d/llmops-nvidia-driver").content_string
-    assert "Pin: version 550.*" in pin
+    assert "Pin: version %s.*" % BRANCH in pin
     policy = host.check_output("apt-cache policy nvidia-smi")
     assert "1001" in policy
 
 
 @pytest.mark.on_host(DEBIAN)
 def test_debian_dkms_registered_not_built(host):
-    # the module source is registered with DKMS; no module was built in the container
-    assert host.file("/usr/src/nvidia-550.163.01").is_directory or \
-        host.file("/usr/src/nvidia-current-550.163.01").is_directory or \
-        "nvidia" in host.run("dkms status").stdout
+    # the open module source of the installed build (Debian's DKMS name nvidia-current-open) is
+    # unpacked and registered with DKMS; no module is loaded in the container
+    build = version(host, "nvidia-open-kernel-dkms").split("-")[0]
+    assert host.file("/usr/src/nvidia-current-open-%s" % build).is_directory
+    status = host.check_output("dkms status")
+    assert re.search(r"^nvidia-current-open/%s\b" % re.escape(build), status, re.M), status
     assert not host.file("/sys/module/nvidia").exists
 
 
@@ -75,9 +88,9 @@ def test_persistenced_enabled(host):
 
 
 @pytest.mark.on_host(DEBIAN)
-def test_cuda_toolkit_124_held(host):
-    assert version(host, "nvidia-cuda-toolkit").startswith("12.4.131")
-    assert version(host, "nvidia-cuda-dev").startswith("12.4.127")
+def test_cuda_toolkit_of_the_pinned_line_held(host):
+    assert fnmatch.fnmatch(version(host, "nvidia-cuda-toolkit"), "%s.*" % CUDA_LINE)
+    assert fnmatch.fnmatch(version(host, "nvidia-cuda-dev"), "%s.*" % CUDA_LINE)
     assert {"nvidia-cuda-toolkit", "nvidia-cuda-dev"} <= holds(host)
 
 

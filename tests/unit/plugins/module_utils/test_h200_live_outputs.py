@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+"""Regression against what the collection's own code returned on the 2 x H200 host
+(tests/fixtures/gpu/h200-x2-live/outputs, written by tests/fixtures/gpu/record_gpu_host.py and an
+ad-hoc run of the gpu_facts module): the same module_utils code, re-run here on the recorded
+nvidia-smi and NVML outputs beside them, must give the same facts and plans.
+
+Not compared, because the recorded inputs cannot reproduce them:
+  * gpus[].uuid: the raw recordings in h200-x2-live and the outputs come from two different
+    H200 pairs (same model, driver, memory, bus ids and links; other serial numbers);
+  * gpus[].memory_used_bytes: live usage, read after the recorder had made CUDA contexts;
+  * pci_gpus / pci_gpu_count: read from /sys, which is not recorded.
+"""
+import copy
+import json
+import os
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import gpu, model, plan
+from test_gpu_facts import LIVE, FakeNVML, read, smi_replay
+
+OUTPUTS = os.path.join(LIVE, "outputs")
+Q25 = os.path.join(LIVE, "..", "..", "qwen", "Qwen2.5-32B-Instruct")
+
+
+def recorded(name):
+    return json.loads(read(OUTPUTS, name))
+
+
+def deterministic(facts):
+    facts = copy.deepcopy(facts)
+    facts.pop("pci_gpus")
+    facts.pop("pci_gpu_count")
+    for entry in facts["gpus"]:
+        entry.pop("uuid")
+        entry.pop("memory_used_bytes")
+    return facts
+
+
+def gather(source):
+    # the recording host had no systemctl (fabric manager service "unknown") and no local
+    # NVSwitch devices (a VM slice of an HGX board)
+    nvml = FakeNVML(json.loads(read(LIVE, "nvml.json"))) if source != "nvidia-smi" else None
+    return gpu.gather_gpu_facts(smi_replay(LIVE), nvml=nvml, nvidia_smi="/x/nvidia-smi",
+                                systemctl=None, prefer=source, sys_root=None, nvswitch_dir=None)
+
+
+@pytest.mark.parametrize("source,name", [("nvml", "gpu_facts_nvml.json"),
+                                         ("nvidia-smi", "gpu_facts_smi.json")])
+def test_gpu_facts_match_the_recorded_ones(source, name):
+    assert deterministic(gather(source)) == deterministic(recorded(name))
+
+
+def test_gpu_facts_module_result_matches_the_adhoc_run():
+    text = read(OUTPUTS, "adhoc-gpu_facts.json")
+    module_result = json.loads(text[text.index("=>") + 2:])  # "h200 | SUCCESS => {...}"
+    facts = gather("auto")
+    facts["summary"] = gpu.gpu_summary_lines(facts)  # as the gpu_facts module adds it
+    facts["changed"] = False
+    assert deterministic(facts) == deterministic(module_result)
+
+
+# The cases record_gpu_host.py plans on the host: label -> (tp, max_model_len, fraction, options).
+CASES = {
+    "TP1": (1, 32768, 0.9, {}),
+    "TP2": (2, 32768, 0.9, {}),
+    "TP2 eager, no custom all-reduce": (2, 32768, 0.9,
+                                        {"enforce_eager": True, "custom_all_reduce": False}),
+    "TP1 128K context (beyond max_position_embeddings)": (1, 131072, 0.9, {}),
+    "TP1 fraction 0.5": (1, 32768, 0.5, {}),
+}
+
+
+def test_recorded_plans_are_the_cases_planned_here():
+    assert [case["case"] for case in recorded("serving_plan.json")["plans"]] == list(CASES)
+
+
+@pytest.mark.parametrize("label", list(CASES))
+def test_serving_plan_matches_the_recorded_one(label):
+    facts = gather("nvml")
+    usable = facts["memory_usable_bytes_min"]
+    assert usable == recorded("serving_plan.json")["gpu_memory_bytes_from_gpu_facts"]
+    tp, max_model_len, fraction, options = CASES[label]
+    mfacts = model.analyze_model(Q25, engine="vllm", engine_version="0.26.0")
+    try:
+        result = plan.make_plan(mfacts, usable, facts["gpu_count"], tp, max_model_len, fraction,
+                                "vllm", "0.26.0", gpu_name=facts["gpus"][0]["name"], **options)
+    except plan.PlanError as exc:
+        result = {"error": str(exc)}
+    expected = [c["plan"] for c in recorded("serving_plan.json")["plans"] if c["case"] == label]
+    assert result == expected[0]
