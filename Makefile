@@ -26,9 +26,9 @@ export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # NAME@ENGINE re-runs scenario NAME on the hosts the entry before it left, switched to ENGINE: the
 # default scenario's hosts serve vLLM, then SGLang. SCENARIOS_BESIDE run in the background meanwhile
 # (on the core the engines' single-threaded starts leave idle). See tests/harness/run-scenarios.sh.
-# The fleet scenario (`make test-fleet`, about 28 minutes on 2 cores) is not in it: with it `make
-# test` would take more than the 60 minutes CI allows.
-SCENARIOS ?= default default@sglang
+# The fleet scenario runs last and alone: its streamed load must not compete with another suite
+# for the two cores (`make test-fleet` runs only it).
+SCENARIOS ?= default default@sglang fleet
 SCENARIOS_BESIDE ?= offline nvidia
 ENGINE ?= vllm
 PROFILE ?= cpu
