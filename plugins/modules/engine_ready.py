@@ -47,7 +47,7 @@ options:
     type: int
     default: 600
   interval:
-    description: Seconds between attempts.
+    description: Seconds between attempts; must be greater than 0.
     type: float
     default: 2.0
   unit:
@@ -69,31 +69,66 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ready:
+  description:
+    - Whether the engine served the probe generation. Always true outside check mode (the module
+      fails otherwise); in check mode, the answer of the check.
+  returned: success
+  type: bool
+  sample: true
 ready_after_s:
-  description: Seconds this module waited until the generation succeeded.
-  returned: success
+  description: Seconds this module waited until both probe generations (greedy and sampled) succeeded.
+  returned: when ready
   type: float
+  sample: 84.312
+health_after_s:
+  description: Seconds this module waited until the health route (I(health_path)) first answered HTTP 200.
+  returned: when ready
+  type: float
+  sample: 82.07
 time_to_ready_s:
-  description: Seconds from the unit's process start to ready (when I(unit) is given).
-  returned: success
+  description: Seconds from the unit's process start to ready.
+  returned: when ready and I(unit) is given (and systemd reports the unit's start time)
   type: float
+  sample: 312.508
 latency_s:
-  description: Wall time of the probe chat completion.
-  returned: success
+  description: Wall time of the last probe chat completion (the sampled one).
+  returned: when ready
   type: float
+  sample: 0.25
 usage:
-  description: Token usage the engine reported for the probe.
-  returned: success
+  description: Token usage the engine reported for the last probe chat completion.
+  returned: when ready
   type: dict
   sample: {"prompt_tokens": 12, "completion_tokens": 8, "total_tokens": 20}
+finish_reason:
+  description: The finish reason of the last probe completion's first choice, as the engine reported it (null when it reported none).
+  returned: when ready
+  type: str
+  sample: length
+model:
+  description: The model name the engine's completion answer carried (null when it carried none).
+  returned: when ready
+  type: str
+  sample: qwen3-32b
+msg:
+  description:
+    - Why the engine is not ready; on failure, with the engine's journal tail when the unit exited.
+    - "In check mode, C(<unit> is not running[: <cause>]) or C(not ready after 5s; last: <last answer>)."
+  returned: failure, or in check mode when the engine is not ready
+  type: str
+  sample: "qwen3-32b at http://127.0.0.1:8000: not ready after 600s; last: /health answered HTTP 503"
 journal:
-  description: The last 40 lines of the unit's journal, without exit noise (nanobind's leak report).
-  returned: failure, when I(unit) is given
+  description:
+    - The last 40 lines of the unit's journal, without exit noise (nanobind's leak report).
+    - An empty list when I(unit) is not given.
+  returned: failure; in check mode when I(unit) is given and is not running
   type: list
   elements: str
+  sample: ["INFO 12-01 07:45:01 [loader.py:80] Loading weights took 310.21 seconds"]
 cause:
   description: The last exception line of the unit's journal (a Python traceback's last line), or null.
-  returned: failure, when the unit exited while starting
+  returned: failure, when the unit exited while starting; in check mode when I(unit) is given and is not running
   type: str
   sample: "RuntimeError: ('Could not load logging config. File does not exist: %s', '/nonexistent/logging.json')"
 """
@@ -145,6 +180,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if p["interval"] is None or p["interval"] <= 0:
+        module.fail_json(msg="interval must be > 0, got %s" % p["interval"])
     base = p["url"].rstrip("/")
     unit = p["unit"]
 
@@ -160,6 +197,10 @@ def main():
                                      p["max_tokens"], timeout, p["interval"], alive=alive)
     except StopWaiting:
         cause, tail = readiness.journal_summary(journal_tail(module, unit))
+        if module.check_mode:
+            # Check mode reports and never fails: on a new host the unit has not been started yet.
+            module.exit_json(changed=False, ready=False, msg="%s is not running%s" % (unit, (": " + cause) if cause else ""),
+                             journal=tail, cause=cause)
         module.fail_json(msg="%s exited while starting%s; its journal ends with:\n%s"
                          % (unit, (": " + cause) if cause else "", "\n".join(tail)), journal=tail, cause=cause)
     except readiness.NotReady as e:

@@ -79,26 +79,47 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: Folder holding the verified files.
-  returned: always
+  description: Folder holding the verified files (C(<dest_root>/<owner>--<name>/<commit sha>)); in check mode, the folder it would hold them in.
+  returned: success
   type: str
+  sample: /var/lib/llmops/sources/Qwen--Qwen3-32B/9216db5781bf21249d130ec9da846c4624c16137
 commit:
   description: The commit sha the revision resolved to.
-  returned: always
+  returned: success
   type: str
+  sample: 9216db5781bf21249d130ec9da846c4624c16137
 total_bytes:
-  description: Bytes of the fetched files.
-  returned: always
+  description: Bytes of the revision's files (those I(allow_patterns) selects), as the hub lists them.
+  returned: success
   type: int
+  sample: 65535080448
 files:
-  description: Number of files.
-  returned: always
+  description: Number of files (those I(allow_patterns) selects).
+  returned: success
   type: int
+  sample: 26
 pruned:
   description: Other revisions of the repository removed from beside I(path) once it was verified.
-  returned: when not in check mode
+  returned: success, when not in check mode
   type: list
   elements: str
+  sample: ["/var/lib/llmops/sources/Qwen--Qwen3-32B/ffffffffffffffffffffffffffffffffffffffff"]
+problems:
+  description: Why the copy already in I(path) fails verification (I(verify)), so that a run would fetch again.
+  returned: in check mode, when the copy in I(path) fails verification
+  type: list
+  elements: str
+  sample: ["vocab.json: truncated (100 bytes, the manifest says 2776833)"]
+msg:
+  description: What failed; in check mode, C(would fetch again) with the I(problems).
+  returned: failure; in check mode when the copy in I(path) fails verification
+  type: str
+  sample: "would fetch again: vocab.json: truncated (100 bytes, the manifest says 2776833)"
+rc:
+  description: Exit status of I(python) running the fetch.
+  returned: failure, when I(python) cannot run the fetch
+  type: int
+  sample: 1
 """
 
 from ansible.module_utils.basic import AnsibleModule

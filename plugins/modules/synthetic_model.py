@@ -72,32 +72,46 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The model folder.
-  returned: always
+  description: The model folder (I(path)).
+  returned: success
   type: str
+  sample: /var/lib/llmops/models/qwen3-tiny
 parameters:
-  description: Number of model parameters.
-  returned: when built
+  description: Number of model parameters (read from the marker when nothing was rebuilt).
+  returned: when built or current
   type: int
   sample: 92480
 special_token_ids:
-  description: Id of each Qwen special token in this tokenizer.
-  returned: when built
+  description: Id of each Qwen special token in this tokenizer (read from the marker when nothing was rebuilt).
+  returned: when built or current
   type: dict
   sample: {"<|endoftext|>": 998, "<|im_start|>": 999, "<|im_end|>": 1000}
 build:
   description: The build folder I(path) now points at (C(<dir>/.builds/<name>/<build>)).
   returned: when built
   type: str
+  sample: /var/lib/llmops/models/.builds/qwen3-tiny/5d41402abc4b2a76
 previous_build:
-  description: The build I(path) pointed at before (kept; older ones are removed).
+  description: The build I(path) pointed at before (kept; older ones are removed); null on the first build.
   returned: when built
   type: str
+  sample: /var/lib/llmops/models/.builds/qwen3-tiny/7d793037a0760186
 cleaned:
   description: Leftovers of interrupted builds removed from beside I(path).
   returned: when built
   type: list
   elements: str
+  sample: ["/var/lib/llmops/models/.qwen3-tiny.tmp-abc123"]
+msg:
+  description: What failed, or in check mode C(would build the synthetic model).
+  returned: failure, or in check mode when the model would be built
+  type: str
+  sample: would build the synthetic model
+rc:
+  description: Exit status of I(python) running the build.
+  returned: failure, when I(python) cannot run the build
+  type: int
+  sample: 1
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -119,6 +133,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if p["vocab_size"] < 256 + len(synthetic.QWEN_SPECIAL_TOKENS):
+        module.fail_json(msg="vocab_size must be at least %d (the 256 byte tokens and Qwen's %d added tokens)"
+                         % (256 + len(synthetic.QWEN_SPECIAL_TOKENS), len(synthetic.QWEN_SPECIAL_TOKENS)))
     params = dict((k, p[k]) for k in ("architecture", "vocab_size", "layers", "max_position_embeddings", "seed"))
     params["chat_template_sha256"] = synthetic.params_digest(p["chat_template"] or "")
     if synthetic.is_current(p["path"], params):
@@ -127,9 +144,6 @@ def main():
                          special_token_ids=marker.get("special_token_ids"))
     if module.check_mode:
         module.exit_json(changed=True, path=p["path"], msg="would build the synthetic model")
-    if p["vocab_size"] < 256 + len(synthetic.QWEN_SPECIAL_TOKENS):
-        module.fail_json(msg="vocab_size must be at least %d (the 256 byte tokens and Qwen's %d added tokens)"
-                         % (256 + len(synthetic.QWEN_SPECIAL_TOKENS), len(synthetic.QWEN_SPECIAL_TOKENS)))
     cleaned = builds.clean_leftovers(p["path"])
     try:
         marker = venv_runner.call(module.run_command, p["python"], synthetic, "create",

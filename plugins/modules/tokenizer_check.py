@@ -62,32 +62,59 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-special_token_ids:
-  description: Id of each special token the template writes, as the tokenizer reports it.
+msg:
+  description: "The ids proven (C(<family> template proven: <token>=<id>, ...)), or what is wrong."
   returned: always
+  type: str
+  sample: "qwen3 template proven: <|endoftext|>=151643, <|im_start|>=151644, <|im_end|>=151645"
+problems:
+  description: What is wrong (empty when the check passed; the module fails when it is not).
+  returned: when the check ran (always but when I(python) cannot run it)
+  type: list
+  elements: str
+  sample: ["<think> is absent from the vocabulary (expected id 151667)"]
+template:
+  description:
+    - The template family checked, I(template) or guessed from the template's text.
+    - Null when the tokenizer did not load or there is no chat template and I(template) is not given.
+  returned: when the check ran (always but when I(python) cannot run it)
+  type: str
+  sample: qwen3
+cached:
+  description: Whether the answer was read from O(cache_dir).
+  returned: when the check ran (always but when I(python) cannot run it)
+  type: bool
+  sample: false
+real_qwen:
+  description: Whether the published Qwen ids were expected (I(real_qwen), or the tokenizer has more than 151000 tokens).
+  returned: when the tokenizer loaded and a chat template was found (always on success)
+  type: bool
+  sample: true
+tokenizer_length:
+  description: Number of tokens of the tokenizer, added tokens included.
+  returned: when the tokenizer loaded and a chat template was found (always on success)
+  type: int
+  sample: 151669
+special_token_ids:
+  description: Id of each special token the template writes, as the tokenizer reports it (null when absent).
+  returned: when the tokenizer loaded and a chat template was found (always on success)
   type: dict
   sample: {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 expected_ids:
   description: The ids expected for those tokens.
-  returned: always
+  returned: when the tokenizer loaded and a chat template was found (always on success)
   type: dict
+  sample: {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 renders:
-  description: The rendered probe prompts, by probe.
-  returned: always
+  description: The rendered probe prompts, by probe (a probe the template does not render is left out).
+  returned: when the tokenizer loaded and a chat template was found (always on success)
   type: dict
-problems:
-  description: What is wrong (empty when the check passed).
-  returned: always
-  type: list
-  elements: str
-template:
-  description: The template family checked.
-  returned: always
-  type: str
-cached:
-  description: Whether the answer was read from O(cache_dir).
-  returned: always
-  type: bool
+  sample: {"multi-turn": "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n..."}
+rc:
+  description: Exit status of I(python) running the check.
+  returned: failure, when I(python) cannot run the check
+  type: int
+  sample: 1
 """
 
 import os

@@ -93,56 +93,90 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The served folder.
-  returned: always
+  description: The served folder (I(dest)).
+  returned: success
   type: str
+  sample: /var/lib/llmops/models/qwen3-32b-support
 digest:
-  description: Identity of the recipe (source manifest, adapter, template).
-  returned: always
+  description:
+    - Identity of the recipe (source manifest, adapter, template, template family).
+    - Null in check mode when the source has no manifest yet (it would be recorded first).
+  returned: success
   type: str
+  sample: 3f1c0a9b2d4e5f6071829a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f
+manifest_recorded:
+  description: Whether the source's manifest was recorded on this run (first sight; never in check mode).
+  returned: success
+  type: bool
+  sample: false
+msg:
+  description: What failed (ending with C(Nothing served was changed.) when the build was refused), or in check mode why the folder would be built.
+  returned: failure, or in check mode when the folder would be built
+  type: str
+  sample: "would build /var/lib/llmops/models/qwen3-32b-support: not built from this source/adapter/template"
 source_format:
   description: C(bin) or C(safetensors).
   returned: when built
   type: str
+  sample: safetensors
 special_token_ids:
   description: Special-token ids of the built folder's tokenizer.
   returned: when built
   type: dict
+  sample: {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 tensors:
   description: Number of tensors in the built folder's safetensors files.
   returned: when built
   type: int
+  sample: 707
 merged_dtype:
   description: dtype of the merged model when I(adapter) was merged, else null.
   returned: when built
   type: str
+  sample: bfloat16
 total_bytes:
   description: Total size of the files the built folder's manifest records.
   returned: when built
   type: int
-manifest_recorded:
-  description: Whether the source's manifest was recorded on this run (first sight).
-  returned: always
-  type: bool
+  sample: 65535080448
 build:
   description: The build folder I(dest) points at.
   returned: when built or current
   type: str
   sample: /var/lib/llmops/models/.builds/qwen3-32b/3f1c0a9b2d4e5f60
 previous_build:
-  description: The build I(dest) pointed at before this run (kept for rollback).
+  description: The build I(dest) pointed at before this run (kept for rollback); null on the first build.
   returned: when built
   type: str
+  sample: /var/lib/llmops/models/.builds/qwen3-32b/9d8e7f6a5b4c3d2e
 pruned:
   description: Older builds removed.
   returned: when built
   type: list
   elements: str
+  sample: ["/var/lib/llmops/models/.builds/qwen3-32b/0a1b2c3d4e5f6071"]
 cleaned:
   description: Leftovers of interrupted builds removed from beside I(dest) (none in check mode).
   returned: when built or current
   type: list
   elements: str
+  sample: ["/var/lib/llmops/models/.qwen3-32b-support.tmp-k2j4h1"]
+problems:
+  description: What is wrong with the source (missing shards, files that differ from its manifest) or with the built folder's tokenizer or chat template.
+  returned: failure, when the source is incomplete or differs from its manifest, or the built folder's tokenizer check fails
+  type: list
+  elements: str
+  sample: ["model.safetensors.index.json names shard model-00002-of-00002.safetensors, which is missing"]
+renders:
+  description: The built folder's rendered probe prompts, by probe (null when its tokenizer did not load or it has no chat template).
+  returned: failure, when the built folder's tokenizer check fails
+  type: dict
+  sample: {"multi-turn": "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n..."}
+rc:
+  description: Exit status of I(python) running the build or the tokenizer check.
+  returned: failure, when I(python) cannot run the build or the tokenizer check
+  type: int
+  sample: 1
 """
 
 from ansible.module_utils.basic import AnsibleModule

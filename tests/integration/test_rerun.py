@@ -56,6 +56,7 @@ BAD_INPUTS = {
                                                {"name": "team-a", "key": "molecule-dup-key-b-0123456789"}]},
                          "gateway_api_keys"),
     "kv_threshold": ({"monitoring_vllm_kv_cache_usage_max": 1.5}, "monitoring_vllm_kv_cache_usage_max"),
+    "kernels_mode": ({"sglang_kernels_mode": "fast"}, "sglang_kernels_mode"),
 }
 
 

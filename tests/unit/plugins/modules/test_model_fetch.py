@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+"""model_fetch as Ansible runs it: huggingface_hub in a real child interpreter (the engine venv of
+LLMOPS_TEST_VENV_PYTHON) fetching the real Qwen3-4B tokenizer files from a local server that speaks
+the hub's routes (tests/unit/plugins/module_utils/hub_server.py)."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.serving.plugins.module_utils import weights
+from ansible_collections.llmops.serving.plugins.modules import model_fetch as module
+
+VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
+needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with huggingface_hub")
+HERE = os.path.dirname(os.path.abspath(__file__))
+QWEN3 = os.path.join(HERE, "..", "..", "..", "fixtures", "qwen", "Qwen3-4B")
+REPO_ID = "Qwen/Qwen3-4B"
+RETURNS = yaml.safe_load(module.RETURN)
+
+
+def documented(*returned):
+    return set(k for k, v in RETURNS.items() if v["returned"] in returned)
+
+
+def load_hub_server():
+    spec = importlib.util.spec_from_file_location("hub_server", os.path.join(HERE, "..", "module_utils", "hub_server.py"))
+    hub_server = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hub_server)
+    return hub_server
+
+
+@pytest.fixture
+def hub():
+    h = load_hub_server().Hub(REPO_ID, QWEN3).start()
+    yield h
+    h.stop()
+
+
+class Exit(Exception):
+    pass
+
+
+def _leave(self, **kwargs):
+    raise Exit(kwargs)
+
+
+def _fail(self, **kwargs):
+    raise Exit(dict(kwargs, failed=True))
+
+
+def subprocess_run_command(self, argv, data=None, binary_data=False, environ_update=None, **kwargs):
+    """AnsibleModule.run_command, short: the child really runs."""
+    env = dict(os.environ, **(environ_update or {}))
+    proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, env=env, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def run(monkeypatch, args, check_mode=False):
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", subprocess_run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _leave)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    with patch_module_args(args):
+        with pytest.raises(Exit) as err:
+            module.main()
+    return err.value.args[0]
+
+
+def no_site_python(tmp_path):
+    """An interpreter without site-packages: a host's Python, which has no huggingface_hub."""
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\nexec %s -S \"$@\"\n" % sys.executable)
+    path.chmod(0o755)
+    return str(path)
+
+
+def downloads(hub):
+    return [p for m, p in hub.requests if "/resolve/" in p and m == "GET"]
+
+
+# ------------------------------------------------------------------------------ with the engine venv
+@needs_venv
+def test_fetch_verifies_publishes_and_prunes_and_check_mode_only_reports(monkeypatch, hub, tmp_path):
+    root = tmp_path / "sources"
+    args = {"python": VENV_PY, "repo": REPO_ID, "revision": "main", "dest_root": str(root), "endpoint": hub.url,
+            "retries": 0, "progress_file": str(tmp_path / "progress.json")}
+    path = str(root / "Qwen--Qwen3-4B" / hub.commit)
+    files = sorted(os.listdir(QWEN3))
+    size = sum(os.path.getsize(os.path.join(QWEN3, n)) for n in files)
+
+    predicted = run(monkeypatch, args, check_mode=True)
+    assert predicted == {"changed": True, "path": path, "commit": hub.commit, "files": len(files), "total_bytes": size}
+    assert not root.exists() and downloads(hub) == []
+
+    old = root / "Qwen--Qwen3-4B" / ("f" * 40)  # another revision fetched before
+    old.mkdir(parents=True)
+    fetched = run(monkeypatch, args)
+    assert not fetched.get("failed"), fetched.get("msg")
+    assert set(fetched) - {"changed"} == documented("success", "success, when not in check mode")
+    assert fetched == {"changed": True, "path": path, "commit": hub.commit, "files": len(files), "total_bytes": size,
+                       "pruned": [str(old)]}
+    assert sorted(os.listdir(str(root / "Qwen--Qwen3-4B"))) == [hub.commit]
+    manifest = weights.read_manifest(os.path.join(path, weights.MANIFEST))
+    assert sorted(manifest["files"]) == files and manifest["requested_revision"] == "main"
+    with open(str(tmp_path / "progress.json")) as f:
+        assert json.load(f)["state"] == "done"
+
+    fetched_files = len(downloads(hub))
+    again = run(monkeypatch, dict(args, revision=hub.commit), check_mode=True)
+    assert again == {"changed": False, "path": path, "commit": hub.commit, "files": len(files), "total_bytes": size}
+    # a damaged copy: check mode says why it would fetch again, and leaves it as it is
+    with open(os.path.join(path, "vocab.json"), "r+b") as f:
+        f.truncate(100)
+    damaged = run(monkeypatch, args, check_mode=True)
+    assert damaged["changed"] is True
+    assert set(damaged) - {"changed"} == documented(
+        "success", "in check mode, when the copy in I(path) fails verification",
+        "failure; in check mode when the copy in I(path) fails verification")
+    assert damaged["msg"] == "would fetch again: vocab.json: truncated (100 bytes, the manifest says %d)" % \
+        os.path.getsize(os.path.join(QWEN3, "vocab.json"))
+    assert os.path.getsize(os.path.join(path, "vocab.json")) == 100 and len(downloads(hub)) == fetched_files
+
+
+@needs_venv
+def test_unknown_revision_fails_saying_what_to_pin(monkeypatch, hub, tmp_path):
+    result = run(monkeypatch, {"python": VENV_PY, "repo": REPO_ID, "revision": "v9", "dest_root": str(tmp_path),
+                               "endpoint": hub.url, "retries": 0})
+    assert result["failed"] and not os.listdir(str(tmp_path)) and set(result) == {"failed", "msg"}
+    assert result["msg"] == ("hf://Qwen/Qwen3-4B@v9: the hub has no revision 'v9' of Qwen/Qwen3-4B. Pin an existing "
+                             "commit sha, branch or tag (serving_model.source: hf://Qwen/Qwen3-4B@<revision>).")
+
+
+# ------------------------------------------------------------------------------ without it
+BAD_INPUTS = [
+    # (id, args over the defaults, message parts; {python}: an interpreter without huggingface_hub)
+    ("python without huggingface_hub", {},
+     ["fetching hf://Qwen/Qwen3-4B@main failed: weights.run_in_venv failed under {python} (rc=1):",
+      "No module named 'huggingface_hub'"]),
+    ("unknown verify mode", {"verify": "fast"}, ["value of verify must be one of: cheap, full, got: fast"]),
+    ("no revision", {"revision": None}, ["missing required arguments: revision"]),
+]
+
+
+@pytest.mark.parametrize("over,parts", [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+def test_bad_inputs_fail_naming_the_option(monkeypatch, tmp_path, over, parts):
+    python = no_site_python(tmp_path)
+    args = dict({"python": python, "repo": REPO_ID, "revision": "main", "dest_root": str(tmp_path / "sources")}, **over)
+    result = run(monkeypatch, dict((k, v) for k, v in args.items() if v is not None))
+    assert result["failed"]
+    for part in parts:
+        assert part.format(python=python) in result["msg"]
+    assert set(result) - {"failed"} <= documented("failure; in check mode when the copy in I(path) fails verification",
+                                                  "failure, when I(python) cannot run the fetch")
+    assert not os.path.exists(str(tmp_path / "sources"))
+
+
+def test_documentation_matches_the_argument_spec():
+    doc = yaml.safe_load(module.DOCUMENTATION)
+    yaml.safe_load(module.EXAMPLES)
+    assert set(doc["options"]) == {"python", "repo", "revision", "dest_root", "allow_patterns", "endpoint", "token",
+                                   "retries", "verify", "progress_file"}
+    assert documented("success") == {"path", "commit", "total_bytes", "files"}
+    assert set(RETURNS) == documented("success") | {"pruned", "problems", "msg", "rc"}
+    for name, spec in RETURNS.items():
+        assert {"description", "returned", "type", "sample"} <= set(spec), name
