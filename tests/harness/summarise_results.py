@@ -67,8 +67,8 @@ def summarise(results_dir, entries):
                 unexpected.append("%s: %s (%s)" % (stage, test_id, message))
         for k in totals:
             totals[k] += counts[k]
-        lines.append("%-28s %d passed, %d failed, %d skipped" % (stage, counts["passed"], counts["failed"],
-                                                                counts["skipped"]))
+        lines.append("%-28s %d passed, %d failed, %d skipped"
+                     % (stage, counts["passed"], counts["failed"], counts["skipped"]))
     return lines, totals, unexpected
 
 

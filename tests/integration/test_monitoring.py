@@ -41,9 +41,9 @@ def complete(host):
     """One chat completion of this test's own, so the engine's request counters and latency
     histograms have samples whatever ran before."""
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "metrics probe"}], "max_tokens": 4})
+    auth = shlex.quote("Authorization: Bearer " + ENGINE_KEY)
     host.check_output("curl -sf -m 60 -H %s -H 'Content-Type: application/json' --data-binary %s "
-                      "http://%s/v1/chat/completions" % (shlex.quote("Authorization: Bearer " + ENGINE_KEY),
-                                                        shlex.quote(body), LISTEN))
+                      "http://%s/v1/chat/completions" % (auth, shlex.quote(body), LISTEN))
 
 
 def test_prometheus_runs_on_loopback_only(host):

@@ -120,7 +120,7 @@ def recorded_summaries():
     runs = {}
     decoder = json.JSONDecoder()
     for block in read(PLAYBOOK_LOG).split("=== ")[1:]:
-        heading, _, body = block.partition("\n")
+        heading, dummy, body = block.partition("\n")
         start = body.index("{", body.index("Print the preflight summary"))
         runs[heading] = decoder.raw_decode(body[start:])[0]["msg"]
     return runs
