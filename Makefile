@@ -19,6 +19,9 @@ export CONTAINERS_CONF := $(LLMOPS_CACHE)/containers.conf
 # The test hosts' connection (pipelined podman exec), for Molecule and the ansible-playbook runs of its tests
 export ANSIBLE_CONNECTION_PLUGINS := $(CURDIR)/tests/harness/connection_plugins
 export PATH := $(BIN):$(PATH)
+# Test-host names end with a suffix of this checkout's path, so that two checkouts (a CI clone
+# beside a developer's) never share or destroy each other's containers and networks.
+export LLMOPS_HOST_SUFFIX ?= -$(shell printf '%s' '$(CURDIR)' | sha256sum | cut -c1-6)
 # The engine venv of the unit tests and the default scenario's weights fixtures (make engine-venv, which
 # the unit and molecule targets build first: nothing relies on one left over from an earlier run).
 export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python

@@ -29,8 +29,10 @@ pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_FLEET_SCENARIO") != "1",
 
 KEY = os.environ.get("LLMOPS_GATEWAY_KEY", "")
 MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
-ENGINES = ["llmops-fleet-1", "llmops-fleet-2", "llmops-fleet-3"]
-GATEWAY = "llmops-fleet-gw"
+# the scenario's container names end with the checkout's suffix (LLMOPS_HOST_SUFFIX, set by the Makefile)
+SUFFIX = os.environ.get("LLMOPS_HOST_SUFFIX", "")
+ENGINES = ["llmops-fleet-%d%s" % (i, SUFFIX) for i in (1, 2, 3)]
+GATEWAY = "llmops-fleet-gw" + SUFFIX
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNIT = "llmops-vllm.service"
 STATE = "/var/lib/llmops/rollout/state.json"

@@ -22,7 +22,8 @@ PORT = os.environ.get("LLMOPS_GATEWAY_PORT", "8443")
 # Scenarios that test the gateway name its client keys and a second (client) host; others skip.
 KEYS = dict(kv.split("=", 1) for kv in os.environ.get("LLMOPS_GATEWAY_KEYS", "").split(",") if "=" in kv)
 CLIENT = os.environ.get("LLMOPS_GATEWAY_CLIENT_HOST", "")
-GATEWAY_NAME = "llmops-default"  # the certificate's subjectAltName (inventory_hostname)
+# the certificate's subjectAltName (inventory_hostname; the checkout's suffix set by the Makefile)
+GATEWAY_NAME = "llmops-default" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
 CERT = "/etc/nginx/llmops/gateway.crt"
 INJECTION = "{{ 7 * 7 }} {% for x in range(3) %}X{% endfor %} <script>alert('x')</script> {# c #}"
 

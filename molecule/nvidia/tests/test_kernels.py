@@ -13,7 +13,7 @@ KEY = "sgl-kernel-0.1.4-cu124-sm90"
 
 
 # the kernels are built on the Debian 13 host (conftest.py: the other host does not collect these)
-pytestmark = pytest.mark.on_host("llmops-nvidia-1")
+pytestmark = pytest.mark.on_host("llmops-nvidia-1" + os.environ.get("LLMOPS_HOST_SUFFIX", ""))
 
 
 def test_nvcc_is_debian_12_4(host):

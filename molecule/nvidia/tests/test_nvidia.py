@@ -14,8 +14,9 @@ import subprocess
 import pytest
 import yaml
 
-DEBIAN = "llmops-nvidia-1"
-REPO = "llmops-nvidia-2"
+# the container names end with the checkout's suffix (LLMOPS_HOST_SUFFIX, set by the Makefile)
+DEBIAN = "llmops-nvidia-1" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
+REPO = "llmops-nvidia-2" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONVERGE = os.path.join(HERE, "..", "converge.yml")
 REPO_VARS = {
