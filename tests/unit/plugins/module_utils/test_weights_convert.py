@@ -302,5 +302,6 @@ def test_module_documentation_matches_spec_and_results():
         assert bool(documented.get("required")) == bool(opt.get("required")), name
     built = {"changed", "path", "digest", "manifest_recorded", "source_format", "tensors", "merged_dtype",
              "total_bytes", "special_token_ids", "build", "previous_build", "pruned", "cleaned"}
-    assert set(returns) == built - {"changed"}
-    assert set(k for k, v in returns.items() if v["returned"] == "always") == {"path", "digest", "manifest_recorded"}
+    # and what a refused build or a failed check returns beside its message
+    assert set(returns) == (built - {"changed"}) | {"msg", "problems", "renders", "rc"}
+    assert set(k for k, v in returns.items() if v["returned"] == "success") == {"path", "digest", "manifest_recorded"}
