@@ -9,12 +9,12 @@ import time
 import pytest
 import yaml
 
-from ansible.module_utils import basic
 from ansible.module_utils.six.moves.urllib.error import URLError
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
 from ansible_collections.llmops.serving.plugins.modules import engine_ready as module
+
+from .module_harness import Exit, Fail, documented_by, run_module
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "engines")
 # A real vLLM 0.32.0 that could not start, as its journal holds it (tests/fixtures/engines/README.md).
@@ -24,31 +24,12 @@ URL = "http://127.0.0.1:8000"
 UNIT = "llmops-vllm.service"
 ARGS = {"url": URL + "/", "model": "qwen3-4b", "api_key": "key"}
 RETURNS = yaml.safe_load(module.RETURN)
+documented = documented_by(RETURNS)
 WAIT_READY = readiness.wait_ready
 
 
 FAILURE = "failure, or in check mode when the engine is not ready"
 CAUSE_RETURNED = "failure, when the unit exited while starting; in check mode when I(unit) is given and is not running"
-
-
-def documented(*returned):
-    return set(k for k, v in RETURNS.items() if v["returned"] in returned)
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):
-    raise Exit(kwargs)
-
-
-def _fail_json(self, **kwargs):
-    raise Fail(kwargs)
 
 
 class Engine(object):
@@ -129,17 +110,9 @@ def run(monkeypatch, args, engine, unit=None, check_mode=False):
     clock = Clock()
     monkeypatch.setattr(readiness, "http", engine)
     monkeypatch.setattr(readiness, "wait_ready", functools.partial(WAIT_READY, clock=clock, sleep=clock.sleep))
-    monkeypatch.setattr(basic.AnsibleModule, "run_command",
-                        (lambda self, argv, **kw: unit.run_command(argv, **kw)) if unit else no_command)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args):
-        with pytest.raises((Exit, Fail)) as err:
-            module.main()
-    return err.type, err.value.args[0]
+    run_command = (lambda self, argv, **kw: unit.run_command(argv, **kw)) if unit else no_command
+    # Exit or Fail tells success from failure: fail_json's result is compared without a 'failed' key
+    return run_module(monkeypatch, module, args, run_command, check_mode, failed_key=False)
 
 
 def state(active="active", sub="running", restarts=0, started_ago=None):

@@ -5,17 +5,14 @@ the hub's routes (tests/unit/plugins/module_utils/hub_server.py)."""
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.llmops.serving.plugins.module_utils import weights
 from ansible_collections.llmops.serving.plugins.modules import model_fetch as module
+
+from .module_harness import documented_by, no_site_python, run_module, subprocess_run_command
 
 VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
 needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with huggingface_hub")
@@ -23,10 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 QWEN3 = os.path.join(HERE, "..", "..", "..", "fixtures", "qwen", "Qwen3-4B")
 REPO_ID = "Qwen/Qwen3-4B"
 RETURNS = yaml.safe_load(module.RETURN)
-
-
-def documented(*returned):
-    return set(k for k, v in RETURNS.items() if v["returned"] in returned)
+documented = documented_by(RETURNS)
 
 
 def load_hub_server():
@@ -43,45 +37,9 @@ def hub():
     h.stop()
 
 
-class Exit(Exception):
-    pass
-
-
-def _leave(self, **kwargs):
-    raise Exit(kwargs)
-
-
-def _fail(self, **kwargs):
-    raise Exit(dict(kwargs, failed=True))
-
-
-def subprocess_run_command(self, argv, data=None, binary_data=False, environ_update=None, **kwargs):
-    """AnsibleModule.run_command, short: the child really runs."""
-    env = dict(os.environ, **(environ_update or {}))
-    proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, env=env, check=False)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def run(monkeypatch, args, check_mode=False):
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", subprocess_run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _leave)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args):
-        with pytest.raises(Exit) as err:
-            module.main()
-    return err.value.args[0]
-
-
-def no_site_python(tmp_path):
-    """An interpreter without site-packages: a host's Python, which has no huggingface_hub."""
-    path = tmp_path / "python"
-    path.write_text("#!/bin/sh\nexec %s -S \"$@\"\n" % sys.executable)
-    path.chmod(0o755)
-    return str(path)
+    """The result; fail_json's carries failed=True. huggingface_hub really runs in the child."""
+    return run_module(monkeypatch, module, args, subprocess_run_command, check_mode, failed_key=True)[1]
 
 
 def downloads(hub):

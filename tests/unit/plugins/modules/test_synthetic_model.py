@@ -4,53 +4,26 @@ LLMOPS_TEST_VENV_PYTHON), or, for what needs no torch, AnsibleModule.run_command
 synthetic.create does in that venv."""
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import pytest
 import yaml
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.llmops.serving.plugins.module_utils import synthetic, venv_runner
 from ansible_collections.llmops.serving.plugins.modules import synthetic_model as module
+
+from .module_harness import documented_by, no_site_python, run_module, subprocess_run_command
 
 VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
 needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with torch, transformers")
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 RETURNS = yaml.safe_load(module.RETURN)
-
-
-def documented(*returned):
-    return set(k for k, v in RETURNS.items() if v["returned"] in returned)
-
-
+documented = documented_by(RETURNS)
 CURRENT = documented("success", "when built or current")
 BUILT = CURRENT | documented("when built")
 CHECK_MSG = "failure, or in check mode when the model would be built"
 # Qwen's added tokens follow the BPE vocabulary: with the default 1024 tokens <|endoftext|> is 998.
 IDS = dict((t, 998 + i) for i, t in enumerate(synthetic.QWEN_SPECIAL_TOKENS))
-
-
-class Exit(Exception):
-    pass
-
-
-def _leave(self, **kwargs):
-    raise Exit(kwargs)
-
-
-def _fail(self, **kwargs):
-    raise Exit(dict(kwargs, failed=True))
-
-
-def subprocess_run_command(self, argv, data=None, binary_data=False, environ_update=None, **kwargs):
-    """AnsibleModule.run_command, short: the child really runs."""
-    proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def fake_create(self, argv, data=None, **kwargs):
@@ -69,24 +42,8 @@ def nothing_runs(self, argv, **kwargs):
 
 
 def run(monkeypatch, args, run_command, check_mode=False):
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _leave)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args):
-        with pytest.raises(Exit) as err:
-            module.main()
-    return err.value.args[0]
-
-
-def no_site_python(tmp_path):
-    """An interpreter without site-packages: a host's Python, which has no torch."""
-    path = tmp_path / "python"
-    path.write_text("#!/bin/sh\nexec %s -S \"$@\"\n" % sys.executable)
-    path.chmod(0o755)
-    return str(path)
+    """The result; fail_json's carries failed=True."""
+    return run_module(monkeypatch, module, args, run_command, check_mode, failed_key=True)[1]
 
 
 def beside(path):

@@ -4,17 +4,14 @@ LLMOPS_TEST_VENV_PYTHON) on the real Qwen tokenizers of tests/fixtures/qwen, or,
 transformers, AnsibleModule.run_command answering like that venv."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.llmops.serving.plugins.module_utils import venv_runner
 from ansible_collections.llmops.serving.plugins.modules import tokenizer_check as module
+
+from .module_harness import documented_by, no_site_python, run_module, subprocess_run_command
 
 VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
 needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with transformers")
@@ -22,12 +19,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
 QWEN = os.path.join(REPO, "tests", "fixtures", "qwen")
 TEMPLATES = os.path.join(REPO, "templates", "chat")
 RETURNS = yaml.safe_load(module.RETURN)
-
-
-def documented(*returned):
-    return set(k for k, v in RETURNS.items() if v["returned"] in returned)
-
-
+documented = documented_by(RETURNS)
 ALWAYS = documented("always")
 # what a check that ran returns, and what it adds once the tokenizer loaded and a template was found
 RAN = ALWAYS | documented("when the check ran (always but when I(python) cannot run it)")
@@ -37,49 +29,13 @@ QWEN3_IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 1516
              "</think>": 151668}
 
 
-class Exit(Exception):
-    pass
-
-
-def _leave(self, **kwargs):
-    raise Exit(kwargs)
-
-
-def _fail(self, **kwargs):
-    raise Exit(dict(kwargs, failed=True))
-
-
-def subprocess_run_command(self, argv, data=None, binary_data=False, environ_update=None, **kwargs):
-    """AnsibleModule.run_command, short: the child really runs."""
-    env = dict(os.environ, **(environ_update or {}))
-    proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, env=env, check=False)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def run(monkeypatch, args, run_command=subprocess_run_command, check_mode=False):
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _leave)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args):
-        with pytest.raises(Exit) as err:
-            module.main()
-    return err.value.args[0]
+    """The result; fail_json's carries failed=True."""
+    return run_module(monkeypatch, module, args, run_command, check_mode, failed_key=True)[1]
 
 
 def nothing_runs(self, argv, **kwargs):
     raise AssertionError("the venv was started again: %s" % argv[:2])
-
-
-def no_site_python(tmp_path):
-    """An interpreter without site-packages: a host's Python, which has no transformers."""
-    path = tmp_path / "python"
-    path.write_text("#!/bin/sh\nexec %s -S \"$@\"\n" % sys.executable)
-    path.chmod(0o755)
-    return str(path)
 
 
 # ------------------------------------------------------------------------------ with the engine venv

@@ -7,17 +7,15 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 
 import pytest
 import yaml
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.llmops.serving.plugins.module_utils import venv_runner, weights
 from ansible_collections.llmops.serving.plugins.modules import weights_convert as module
+
+from .module_harness import documented_by, no_site_python, run_module, subprocess_run_command
 
 VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
 needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with transformers")
@@ -25,33 +23,11 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
 QWEN3 = os.path.join(REPO, "tests", "fixtures", "qwen", "Qwen3-4B")
 TEMPLATE = os.path.join(REPO, "templates", "chat", "qwen3.jinja")
 RETURNS = yaml.safe_load(module.RETURN)
+documented = documented_by(RETURNS)
 UNTOUCHED = "Nothing served was changed."
 
 
 CHECK_MSG = "failure, or in check mode when the folder would be built"
-
-
-def documented(*returned):
-    return set(k for k, v in RETURNS.items() if v["returned"] in returned)
-
-
-class Exit(Exception):
-    pass
-
-
-def _leave(self, **kwargs):
-    raise Exit(kwargs)
-
-
-def _fail(self, **kwargs):
-    raise Exit(dict(kwargs, failed=True))
-
-
-def subprocess_run_command(self, argv, data=None, binary_data=False, environ_update=None, **kwargs):
-    """AnsibleModule.run_command, short: the child really runs."""
-    proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def nothing_runs(self, argv, **kwargs):
@@ -59,24 +35,8 @@ def nothing_runs(self, argv, **kwargs):
 
 
 def run(monkeypatch, args, run_command=subprocess_run_command, check_mode=False):
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _leave)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args):
-        with pytest.raises(Exit) as err:
-            module.main()
-    return err.value.args[0]
-
-
-def no_site_python(tmp_path):
-    """An interpreter without site-packages: a host's Python, which has no transformers."""
-    path = tmp_path / "python"
-    path.write_text("#!/bin/sh\nexec %s -S \"$@\"\n" % sys.executable)
-    path.chmod(0o755)
-    return str(path)
+    """The result; fail_json's carries failed=True."""
+    return run_module(monkeypatch, module, args, run_command, check_mode, failed_key=True)[1]
 
 
 def safetensors_bytes(tensors):
