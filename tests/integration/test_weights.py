@@ -75,22 +75,25 @@ def test_bad_sources_fail_before_anything_served_changes(host):
     host.check_output("cp -a {f} /root/shard.orig && printf X | dd of={f} bs=1 seek=4096 conv=notrunc status=none".format(f=shard))
     before = snapshot(host)
     model = {"name": MODEL, "lora": ADAPTER}
+    # (spec, what the failure names, who refused it and says nothing served changed): preflight
+    # sees the missing shard; only weights_convert's verification sees the altered byte
     bad = {
-        "missing_shard": (dict(model, source=broken), "pytorch_model-00003-of-00003.bin"),
-        "hash_mismatch": (dict(model, source=SOURCE), "does not match its integrity manifest"),
+        "missing_shard": (dict(model, source=broken), "pytorch_model-00003-of-00003.bin",
+                          "(preflight stop: nothing served was changed)"),
+        "hash_mismatch": (dict(model, source=SOURCE), "does not match its integrity manifest",
+                          "Nothing served was changed."),
     }
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(bad)) as pool:
-            runs = dict((name, pool.submit(playbook, {"serving_model": spec})) for name, (spec, _) in bad.items())
+            runs = dict((name, pool.submit(playbook, {"serving_model": spec})) for name, (spec, dummy, dummy2) in bad.items())
             results = dict((name, fut.result()) for name, fut in runs.items())
     finally:
         host.check_output("cp -a /root/shard.orig {f} && rm -rf {b}".format(f=shard, b=broken))
-    for name, (spec, expected) in bad.items():
+    for name, (spec, expected, untouched) in bad.items():
         rc, out = results[name]
         assert rc != 0, "%s: the play passed with %s" % (name, spec)
         assert expected in out, "%s: the failure does not say %r:\n%s" % (name, expected, out[-3000:])
-        # weights_convert refuses both before building: its message ends by saying so
-        assert "Nothing served was changed." in " ".join(out.split()), "%s:\n%s" % (name, out[-3000:])
+        assert untouched in " ".join(out.split()), "%s: the failure does not say %r:\n%s" % (name, untouched, out[-3000:])
     assert snapshot(host) == before
     assert host.service(UNIT).is_running
     # No temporary folder is left beside the served one.

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 
 import yaml
 
@@ -43,7 +44,7 @@ print('reachable')
 
 def test_host_is_offline(host):
     # the index is out of reach for a network reason (URLError is an OSError), not any failure
-    cmd = host.run("python3 -c %s" % json.dumps(PROBE_INDEX))
+    cmd = host.run("python3 -c %s" % shlex.quote(PROBE_INDEX))
     assert cmd.rc == 3 and cmd.stdout.startswith("unreachable URLError"), (cmd.rc, cmd.stdout, cmd.stderr)
 
 
