@@ -137,9 +137,16 @@ unit: tools engine-venv sglang-venv  ## pytest unit tests of module_utils, modul
 	LLMOPS_TEST_SGLANG_PYTHON=$(CURDIR)/.cache/sglang-venv/bin/python \
 	$(BIN)/python -m pytest -q -rs -n auto tests/unit --junitxml=$(RESULTS)/unit.xml
 
+# Each scenario's Debian 12 hosts keep their .debs in a folder of their own: apt locks the archive
+# folder, and scenarios that run at the same time (SCENARIOS_BESIDE) would fail on each other's
+# lock. A new folder starts as hard links to the shared one's files.
+APT_ARCHIVES := bookworm-default bookworm-offline bookworm-nvidia bookworm-fleet
 .PHONY: cache-dirs
 cache-dirs:
 	mkdir -p $(LLMOPS_CACHE)/uv $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial
+	for d in $(APT_ARCHIVES); do \
+	  test -d $(LLMOPS_CACHE)/apt-archives/$$d || cp -al $(LLMOPS_CACHE)/apt-archives/bookworm $(LLMOPS_CACHE)/apt-archives/$$d; \
+	done
 
 .PHONY: molecule
 molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios (SCENARIOS="default ...")
