@@ -7,7 +7,6 @@ safetensors source); the tokenizer check, which needs transformers, is a fake. T
 runs the build in a real child interpreter through venv_runner."""
 import json
 import os
-import struct
 import subprocess
 import sys
 
@@ -19,19 +18,10 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.module_utils import weights
 from ansible_collections.llmops.serving.plugins.modules import weights_convert
+from safetensors_file import safetensors_bytes
 
 IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644}
 UNTOUCHED = "Nothing served was changed."
-
-
-def safetensors_bytes(tensors):
-    """A valid safetensors file: {name: (shape, dtype, data bytes)}."""
-    header, data = {}, b""
-    for name, (shape, dtype, blob) in sorted(tensors.items()):
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
-        data += blob
-    raw = json.dumps(header).encode("utf-8")
-    return struct.pack("<Q", len(raw)) + raw + data
 
 
 def write(path, data):

@@ -7,6 +7,7 @@ Imported relatively (``from .module_harness import ...``): this folder is a pack
 __init__.py), so pytest imports these tests as modules.test_* with tests/unit/plugins, not this
 folder, on sys.path, and ansible-test as part of the collection's package; a plain
 ``import module_harness`` would find nothing in either."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -80,3 +81,13 @@ def documented_by(returns):
     def documented(*returned):
         return set(k for k, v in returns.items() if v["returned"] in returned)
     return documented
+
+
+def module_utils_helper(name):
+    """A test helper of tests/unit/plugins/module_utils (hub_server, safetensors_file), loaded from
+    its file: that folder is no package, so it cannot be imported from this one by name."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    return helper

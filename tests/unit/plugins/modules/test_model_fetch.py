@@ -2,7 +2,6 @@
 """model_fetch as Ansible runs it: huggingface_hub in a real child interpreter (the engine venv of
 LLMOPS_TEST_VENV_PYTHON) fetching the real Qwen3-4B tokenizer files from a local server that speaks
 the hub's routes (tests/unit/plugins/module_utils/hub_server.py)."""
-import importlib.util
 import json
 import os
 
@@ -12,7 +11,7 @@ import yaml
 from ansible_collections.llmops.serving.plugins.module_utils import weights
 from ansible_collections.llmops.serving.plugins.modules import model_fetch as module
 
-from .module_harness import documented_by, no_site_python, run_module, subprocess_run_command
+from .module_harness import documented_by, module_utils_helper, no_site_python, run_module, subprocess_run_command
 
 VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
 needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with huggingface_hub")
@@ -23,16 +22,9 @@ RETURNS = yaml.safe_load(module.RETURN)
 documented = documented_by(RETURNS)
 
 
-def load_hub_server():
-    spec = importlib.util.spec_from_file_location("hub_server", os.path.join(HERE, "..", "module_utils", "hub_server.py"))
-    hub_server = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hub_server)
-    return hub_server
-
-
 @pytest.fixture
 def hub():
-    h = load_hub_server().Hub(REPO_ID, QWEN3).start()
+    h = module_utils_helper("hub_server").Hub(REPO_ID, QWEN3).start()
     yield h
     h.stop()
 

@@ -6,7 +6,6 @@ are in tests/unit/plugins/module_utils/test_weights_convert.py."""
 import json
 import os
 import shutil
-import struct
 import sys
 
 import pytest
@@ -15,7 +14,9 @@ import yaml
 from ansible_collections.llmops.serving.plugins.module_utils import venv_runner, weights
 from ansible_collections.llmops.serving.plugins.modules import weights_convert as module
 
-from .module_harness import documented_by, no_site_python, run_module, subprocess_run_command
+from .module_harness import documented_by, module_utils_helper, no_site_python, run_module, subprocess_run_command
+
+safetensors_bytes = module_utils_helper("safetensors_file").safetensors_bytes
 
 VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
 needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with transformers")
@@ -37,16 +38,6 @@ def nothing_runs(self, argv, **kwargs):
 def run(monkeypatch, args, run_command=subprocess_run_command, check_mode=False):
     """The result; fail_json's carries failed=True."""
     return run_module(monkeypatch, module, args, run_command, check_mode, failed_key=True)[1]
-
-
-def safetensors_bytes(tensors):
-    """A valid safetensors file: {name: (shape, dtype, data bytes)}."""
-    header, data = {}, b""
-    for name, (shape, dtype, blob) in sorted(tensors.items()):
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
-        data += blob
-    raw = json.dumps(header).encode("utf-8")
-    return struct.pack("<Q", len(raw)) + raw + data
 
 
 @pytest.fixture
