@@ -156,11 +156,16 @@ molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios 
 results-reset:
 	rm -rf $(RESULTS)
 
-# The last line: passed / failed / skipped per stage and scenario; a skip that tests/skips-allowed.txt
-# does not name fails the run.
+# The last lines: passed / failed / skipped per stage and scenario, and each failed test with its
+# line and message, also when a scenario failed (CI keeps the end of the output); a skip that
+# tests/skips-allowed.txt does not name fails the run.
 .PHONY: test
-test: results-reset lint sanity unit monitoring-rules molecule  ## everything CI runs
+# (make -n runs a line that calls $(MAKE): the scenarios' exit status goes through a file, so that
+# a dry run prints the summary's line instead of running it.)
+test: results-reset lint sanity unit monitoring-rules  ## everything CI runs
+	mkdir -p $(RESULTS); $(MAKE) molecule || echo $$? > $(RESULTS)/molecule.rc
 	$(BIN)/python tests/harness/summarise_results.py $(RESULTS) tests/skips-allowed.txt
+	test ! -e $(RESULTS)/molecule.rc
 
 .PHONY: test-fleet
 test-fleet:  ## only the fleet scenario: rollouts, upgrade, rollback, recovery over three engines under load
@@ -190,5 +195,5 @@ clean:  ## remove per-checkout state (not the shared LLMOPS_CACHE)
 
 # ---------------------------------------------------------------- development
 .PHONY: converge verify destroy
-converge verify destroy: tools cache-dirs  ## one Molecule step: make converge S=default
+converge verify destroy: tools images wheelhouse cache-dirs engine-venv  ## one Molecule step: make converge S=default
 	molecule $@ -s $(or $(S),default)

@@ -15,7 +15,6 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.llmops.serving.plugins.module_utils import job_follow
-from ansible_collections.llmops.serving.plugins.module_utils.weights import describe_progress
 
 display = Display()
 
@@ -64,11 +63,11 @@ class ActionModule(ActionBase):
             if args["progress_file"]:
                 res = run_module("ansible.legacy.slurp", {"src": args["progress_file"]})
                 if res.get("failed") or "content" not in res:
-                    return describe_progress({})
+                    return job_follow.describe_progress({})
                 try:
-                    return describe_progress(json.loads(base64.b64decode(res["content"])))
+                    return job_follow.describe_progress(json.loads(base64.b64decode(res["content"])))
                 except ValueError:
-                    return describe_progress({})
+                    return job_follow.describe_progress({})
             if args["log_file"]:
                 res = self._low_level_execute_command(
                     "tail -c %d %s" % (LOG_TAIL_BYTES, shlex.quote(args["log_file"])), sudoable=False)

@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils.weights import describe_progress as describe_bytes
 from ansible_collections.llmops.serving.plugins.module_utils.weights import human_bytes
 
 
@@ -72,6 +73,31 @@ def elapsed_text(seconds):
     if s < 3600:
         return "%dm%02ds" % (s // 60, s % 60)
     return "%dh%02dm%02ds" % (s // 3600, s % 3600 // 60, s % 60)
+
+
+# Longest progress text of a status record: one line of the play's output, not a log.
+STATUS_CHARS = 400
+
+
+def describe_progress(p):
+    """The progress text of a job's JSON progress file.
+
+    A record with a 'status' text (what the job waits for: engine_ready's) is that text, then its
+    'detail' after '; ', then its 'state' in brackets unless it is 'running'; whitespace is folded
+    to one line and the whole cut to STATUS_CHARS. Any other record is a byte count (model_fetch,
+    weights_convert: phase, done, total, rate, eta_s, state), weights.describe_progress's line.
+    """
+    if not isinstance(p, dict) or not p:
+        return describe_bytes({})
+    if p.get("status") is None:
+        return describe_bytes(p)
+    text = str(p["status"])
+    if p.get("detail"):
+        text += "; %s" % p["detail"]
+    if p.get("state") not in (None, "running"):
+        text += " [%s]" % p["state"]
+    text = " ".join(text.split())
+    return text if len(text) <= STATUS_CHARS else text[:STATUS_CHARS - 3] + "..."
 
 
 def size_line(du_output, path):

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import re
 import time
 
@@ -68,15 +69,19 @@ def _params(body):
 
 
 def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeout, interval,
-               alive=None, clock=time.monotonic, sleep=time.sleep):
+               alive=None, clock=time.monotonic, sleep=time.sleep, report=None):
     """Poll health until 200, then prove readiness with a generation. `alive()` may raise to stop early.
 
+    `report(state)`, when given, is called after each attempt that did not prove readiness, before
+    the sleep, with what the wait is at: {"phase": "health" or "generation", "last": the answer
+    that was not good enough, "elapsed_s": seconds since the call, "attempts": attempts so far}.
     Returns a dict with health_after_s, ready_after_s (from the call) and the chat facts.
     """
     start = clock()
     deadline = start + timeout
     last = "no answer yet"
     health_after = None
+    attempts = 0
     while clock() < deadline:
         if alive is not None:
             alive()
@@ -96,6 +101,10 @@ def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeou
             last = str(e)
         except (URLError, OSError, ValueError) as e:
             last = "%s: %s" % (type(e).__name__, e)
+        attempts += 1
+        if report is not None:
+            report({"phase": "health" if health_after is None else "generation", "last": last,
+                    "elapsed_s": round(clock() - start, 1), "attempts": attempts})
         sleep(interval)
     raise NotReady("not ready after %ss; last: %s" % (timeout, last))
 
@@ -120,3 +129,62 @@ def journal_summary(text, lines=40):
             cause = found.group(1)
             break
     return cause, kept[-lines:]
+
+
+# ---------------------------------------------------------------------------- progress of the wait
+# Longest answer or journal line a progress record carries: the follower prints it on one line.
+PROGRESS_TEXT_CHARS = 160
+
+
+def _short(text, limit=PROGRESS_TEXT_CHARS):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def last_journal_line(text):
+    """The journal's last line that says something (exit noise and blank lines left out), or None."""
+    for line in reversed((text or "").splitlines()):
+        if line.strip() and not _EXIT_NOISE.match(line):
+            return _short(line)
+    return None
+
+
+def progress_record(wait, health_path, unit_state=None, restarts=0, journal_line=None):
+    """What the readiness wait is at, for its progress file.
+
+    `wait` is what wait_ready reports (phase, last, elapsed_s, attempts); `unit_state` the unit's
+    `systemctl show` properties when a unit is watched. `status` and `detail` are the text
+    llmops.serving.job_progress prints (module_utils/job_follow.describe_progress); the other keys
+    are the same facts as data.
+    """
+    waiting = ("waiting for %s" % health_path if wait.get("phase") == "health"
+               else "waiting for a real generation (greedy and sampled)")
+    unit = None
+    if unit_state:
+        unit = "%s (%s)" % (unit_state.get("ActiveState", "?"), unit_state.get("SubState", "?"))
+        if restarts:
+            unit += ", restarted %d times" % restarts
+        waiting = "unit %s, %s" % (unit, waiting)
+    detail = "last: %s" % _short(wait.get("last") or "no answer yet")
+    if journal_line:
+        detail += "; journal: %s" % _short(journal_line)
+    return {"status": waiting, "detail": detail, "state": "running", "phase": wait.get("phase"),
+            "last": wait.get("last"), "elapsed_s": wait.get("elapsed_s"), "attempts": wait.get("attempts"),
+            "unit": unit, "journal": journal_line, "time": time.time()}
+
+
+def final_record(state, status, elapsed_s=None):
+    """The progress file's last record: state 'ready' or 'failed' and why."""
+    return {"status": _short(status, 400), "state": state, "elapsed_s": elapsed_s, "time": time.time()}
+
+
+def write_progress(path, record):
+    """Writes `record` as JSON to `path` through a temporary file and a rename, so a reader never
+    sees half a record; creates the folder."""
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.rename(tmp, path)

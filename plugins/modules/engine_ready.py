@@ -53,6 +53,17 @@ options:
   unit:
     description: systemd unit running the engine; its failure ends the wait.
     type: str
+  progress_file:
+    description:
+      - Path of a JSON file where the module writes what the wait is at after every attempt, for
+        M(llmops.serving.job_progress) to print while the module runs in the background (C(async)).
+      - Its C(status) and C(detail) say what it waits for (the health route or a real generation), the
+        unit's state when I(unit) is given, the last answer that was not good enough and the journal's
+        last line; C(phase), C(last), C(elapsed_s), C(attempts), C(unit) and C(journal) are the same
+        facts as data. The last record has C(state) C(ready) or C(failed).
+      - The folder is created. A file that cannot be written costs a warning, not the wait.
+      - Not written in check mode.
+    type: path
 notes:
   - Check mode only reports whether the engine answers now, and never fails on it.
 """
@@ -66,6 +77,26 @@ EXAMPLES = r"""
     health_path: "{{ serving_spec_health_path }}"
     unit: "{{ serving_spec_unit }}"
   no_log: true
+
+- name: Wait in the background, printing what the wait is at every 15 s
+  llmops.serving.engine_ready:
+    url: "{{ serving_spec_engine_url }}"
+    model: qwen3-32b
+    api_key: "{{ serving_api_key }}"
+    timeout: 900
+    unit: "{{ serving_spec_unit }}"
+    progress_file: /var/lib/llmops/.progress/llmops-vllm-ready.json
+  async: 1200
+  poll: 0
+  register: waiting
+
+- name: Follow the wait
+  llmops.serving.job_progress:
+    jid: "{{ waiting.ansible_job_id }}"
+    label: qwen3-32b readiness
+    timeout: 1200
+    interval: 15
+    progress_file: /var/lib/llmops/.progress/llmops-vllm-ready.json
 """
 
 RETURN = r"""
@@ -157,11 +188,59 @@ def crashed(state, restarts_at_start):
 
 # Read far enough back that the traceback is found behind the exit noise (readiness.journal_summary).
 JOURNAL_READ_LINES = 400
+# The progress file's journal line: read from this many last lines, at most once per so many seconds of the wait.
+PROGRESS_JOURNAL_LINES = 20
+PROGRESS_JOURNAL_EVERY_S = 10.0
 
 
-def journal_tail(module, unit):
-    dummy, out, dummy2 = module.run_command(["journalctl", "-u", unit, "-n", str(JOURNAL_READ_LINES), "--no-pager", "-o", "cat"])
+def journal_tail(module, unit, lines=JOURNAL_READ_LINES):
+    dummy, out, dummy2 = module.run_command(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"])
     return out
+
+
+class WaitProgress(object):
+    """The progress file of one wait: readiness.progress_record after each attempt, a last record at the end."""
+
+    def __init__(self, module, path, unit, health_path, restarts_at_start):
+        self.module, self.path, self.unit, self.health_path = module, path, unit, health_path
+        self.restarts_at_start = restarts_at_start
+        self.unit_state = None
+        self.journal_line = None
+        self.journal_read_at = None
+        self.warned = False
+        self.elapsed_s = 0.0
+
+    def write(self, record):
+        if not self.path:
+            return
+        try:
+            readiness.write_progress(self.path, record)
+        except OSError as e:
+            if not self.warned:
+                self.warned = True
+                self.module.warn("cannot write the progress file %s: %s" % (self.path, e))
+
+    def saw_unit(self, state):
+        self.unit_state = state
+
+    def report(self, wait):
+        if not self.path:
+            return
+        self.elapsed_s = wait.get("elapsed_s") or 0.0
+        if self.unit and (self.journal_read_at is None or self.elapsed_s - self.journal_read_at >= PROGRESS_JOURNAL_EVERY_S):
+            self.journal_read_at = self.elapsed_s
+            self.journal_line = readiness.last_journal_line(journal_tail(self.module, self.unit, PROGRESS_JOURNAL_LINES))
+        restarts = int((self.unit_state or {}).get("NRestarts") or 0) - self.restarts_at_start
+        self.write(readiness.progress_record(wait, self.health_path, self.unit_state, max(restarts, 0), self.journal_line))
+
+    def start(self):
+        if self.path:
+            self.write(readiness.progress_record({"phase": "health", "elapsed_s": 0.0, "attempts": 0},
+                                                 self.health_path, self.unit_state))
+
+    def finish(self, state, status, elapsed_s=None):
+        if self.path:
+            self.write(readiness.final_record(state, status, self.elapsed_s if elapsed_s is None else elapsed_s))
 
 
 def main():
@@ -176,6 +255,7 @@ def main():
             timeout=dict(type="int", default=600),
             interval=dict(type="float", default=2.0),
             unit=dict(type="str"),
+            progress_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -185,29 +265,42 @@ def main():
     base = p["url"].rstrip("/")
     unit = p["unit"]
 
-    restarts_at_start = int(unit_state(module, unit).get("NRestarts") or 0) if unit else 0
+    first_state = unit_state(module, unit) if unit else {}
+    restarts_at_start = int(first_state.get("NRestarts") or 0)
+    # Check mode changes nothing on the host, a progress file included.
+    progress = WaitProgress(module, None if module.check_mode else p["progress_file"], unit, p["health_path"],
+                            restarts_at_start)
+    progress.saw_unit(first_state or None)
+    progress.start()
 
     def alive():
-        if unit and crashed(unit_state(module, unit), restarts_at_start):
-            raise StopWaiting()
+        if unit:
+            state = unit_state(module, unit)
+            progress.saw_unit(state)
+            if crashed(state, restarts_at_start):
+                raise StopWaiting()
 
     timeout = 5 if module.check_mode else p["timeout"]
     try:
         facts = readiness.wait_ready(base, p["health_path"], p["api_key"], p["model"], p["prompt"],
-                                     p["max_tokens"], timeout, p["interval"], alive=alive)
+                                     p["max_tokens"], timeout, p["interval"], alive=alive, report=progress.report)
     except StopWaiting:
         cause, tail = readiness.journal_summary(journal_tail(module, unit))
         if module.check_mode:
             # Check mode reports and never fails: on a new host the unit has not been started yet.
             module.exit_json(changed=False, ready=False, msg="%s is not running%s" % (unit, (": " + cause) if cause else ""),
                              journal=tail, cause=cause)
+        progress.finish("failed", "%s exited while starting%s" % (unit, (": " + cause) if cause else ""))
         module.fail_json(msg="%s exited while starting%s; its journal ends with:\n%s"
                          % (unit, (": " + cause) if cause else "", "\n".join(tail)), journal=tail, cause=cause)
     except readiness.NotReady as e:
         if module.check_mode:
             module.exit_json(changed=False, ready=False, msg=str(e))
         dummy, tail = readiness.journal_summary(journal_tail(module, unit)) if unit else (None, [])
+        progress.finish("failed", str(e), elapsed_s=float(timeout))
         module.fail_json(msg="%s at %s: %s" % (p["model"], base, e), journal=tail)
+    progress.finish("ready", "ready after %ss: both probe generations answered" % facts["ready_after_s"],
+                    elapsed_s=facts["ready_after_s"])
     if unit:
         started = int(unit_state(module, unit).get("ExecMainStartTimestampMonotonic") or 0)
         if started:

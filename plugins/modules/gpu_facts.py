@@ -23,6 +23,9 @@ description:
   - A host without GPUs is a valid answer (RV(gpu_count=0)); the module fails only with
     O(require_gpus=true). NVIDIA GPUs on the PCI bus without a working driver are counted in
     RV(pci_gpu_count).
+  - Returns its facts under C(ansible_facts.llmops_gpu), as C(*_facts) modules do, and, for
+    compatibility with results registered by earlier versions, also as top-level keys of the
+    result (the same data).
   - Changes nothing on the host.
 author:
   - llmops.serving maintainers (@llmops)
@@ -63,6 +66,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# Every key below but ansible_facts is also returned as ansible_facts.llmops_gpu.<key>: the facts
+# convention. The top-level keys remain for results registered by earlier versions.
+ansible_facts:
+  description: The facts, by the C(*_facts) convention; set as host facts when the task succeeds.
+  returned: always
+  type: dict
+  contains:
+    llmops_gpu:
+      description: Every other key of this result (C(gpu_count), C(gpus), C(topology) ...), the
+        same data as the top-level keys.
+      returned: always
+      type: dict
+      sample: {gpu_count: 2, source: nvml, driver_version: 580.159.04, driver_branch: 580}
 gpu_count:
   description: GPUs visible to NVML or nvidia-smi.
   returned: always
@@ -73,6 +89,14 @@ pci_gpu_count:
   returned: always
   type: int
   sample: 2
+pci_gpus:
+  description: The NVIDIA display/3D controllers on the PCI bus, each with its bus id, PCI device
+    id and the kernel driver bound to it (null when none is).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {bus_id: "0000:00:06.0", device_id: "0x2335", driver: nvidia}
 source:
   description: Where the facts came from.
   returned: always
@@ -113,8 +137,21 @@ gpus:
       persistence_mode: true
       mig_mode: {current: false, pending: false}
       fabric: {state: Completed, status: Success}
+gpu_names:
+  description: The distinct GPU model names, sorted (more than one is a mixed host).
+  returned: always
+  type: list
+  elements: str
+  sample: [NVIDIA H200]
+memory_total_bytes_min:
+  description: Smallest total memory among the GPUs (NVML or nvidia-smi total, driver-reserved
+    memory included); 0 without GPUs.
+  returned: always
+  type: int
+  sample: 150754820096
 memory_usable_bytes_min:
-  description: Smallest CUDA-usable memory among the GPUs (NVML total minus driver-reserved).
+  description: Smallest CUDA-usable memory among the GPUs (NVML total minus driver-reserved); 0
+    without GPUs.
   returned: always
   type: int
   sample: 150109880320
@@ -142,6 +179,14 @@ notices:
   returned: always
   type: list
   elements: str
+errors:
+  description: Why a source that was tried failed (NVML raising, C(nvidia-smi -q -x) failing, or
+    the source O(prefer) names missing); empty when the first source tried answered or none was
+    there to try.
+  returned: always
+  type: list
+  elements: str
+  sample: ["NVML: the pynvml module (package nvidia-ml-py) is not importable"]
 summary:
   description: Human-readable lines (driver, one per GPU, interconnect).
   returned: always
@@ -173,11 +218,13 @@ def main():
     facts = gather_gpu_facts(module.run_command, nvml=nvml, nvidia_smi=smi,
                              systemctl=module.get_bin_path("systemctl"), prefer=prefer)
     facts["summary"] = gpu_summary_lines(facts)
+    # ansible_facts by the *_facts convention; the same keys stay top-level for compatibility.
+    result = dict(facts, ansible_facts={"llmops_gpu": dict(facts)})
     if module.params["require_gpus"] and not facts["gpu_count"]:
         why = "; ".join(facts["errors"] + facts["notices"]) or "no NVML, no nvidia-smi"
         module.fail_json(msg="no NVIDIA GPU visible (%s): install the driver (nvidia_driver role) "
-                             "or, for a CPU host, set serving_stack: cpu" % why, **facts)
-    module.exit_json(changed=False, **facts)
+                             "or, for a CPU host, set serving_stack: cpu" % why, **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

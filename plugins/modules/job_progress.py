@@ -17,8 +17,9 @@ description:
   - While the job runs, prints one line per O(interval) seconds with the host, O(label), the job's
     progress and the time elapsed. The progress comes from O(progress_file) (the JSON progress of
     M(llmops.serving.model_fetch) and M(llmops.serving.weights_convert) with bytes done, total, rate,
-    ETA), from the last C([n/total]) step counter in O(log_file) (a ninja or CMake build log), or
-    from the size of O(size_of) (a venv being installed).
+    ETA, or a C(status) and C(detail) text as M(llmops.serving.engine_ready) writes), from the last
+    C([n/total]) step counter in O(log_file) (a ninja or CMake build log), or from the size of
+    O(size_of) (a venv being installed).
   - A job that ends between two lines is noticed within a second.
   - The loop is a plain loop in the action, not a task file that includes itself, so a job may run
     for as long as O(timeout) allows (a download of a day is 5760 lines at 15 s).
@@ -45,7 +46,9 @@ options:
     type: int
     default: 15
   progress_file:
-    description: Path on the host of the job's JSON progress (C(phase), C(done), C(total), C(rate), C(eta_s), C(state)).
+    description: >-
+      Path on the host of the job's JSON progress: C(phase), C(done), C(total), C(rate), C(eta_s),
+      C(state) (bytes), or C(status) and C(detail) (a text line).
     type: path
   log_file:
     description: Path on the host of a build log whose last C([n/total]) counter is the progress.

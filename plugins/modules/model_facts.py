@@ -25,6 +25,9 @@ description:
     reported (status V(absent)) and fails only with O(require_weights=true).
   - Tells whether the engine version supports the architecture, from the engine's own model
     registry when O(engine_python) is given and exists, else from a table per engine version.
+  - Returns its facts under C(ansible_facts.llmops_model), as C(*_facts) modules do, and, for
+    compatibility with results registered by earlier versions, also as top-level keys of the
+    result (the same data).
   - Reads only headers (never tensors) and changes nothing.
 author:
   - llmops.serving maintainers (@llmops)
@@ -105,6 +108,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# Every key below but ansible_facts is also returned as ansible_facts.llmops_model.<key>: the facts
+# convention. The top-level keys remain for results registered by earlier versions.
+ansible_facts:
+  description: The facts, by the C(*_facts) convention; set as host facts when the task succeeds.
+  returned: always
+  type: dict
+  contains:
+    llmops_model:
+      description: Every other key of this result (C(architecture), C(parameter_count),
+        C(weights) ...), the same data as the top-level keys.
+      returned: always
+      type: dict
+      sample: {architecture: Qwen2ForCausalLM, num_hidden_layers: 64, dtype: bfloat16}
 model_dir:
   description: The folder read, null when planning from O(config).
   returned: always
@@ -114,6 +130,43 @@ architecture:
   returned: always
   type: str
   sample: Qwen2ForCausalLM
+architectures:
+  description: config.json's architectures, as listed (empty when it names none).
+  returned: always
+  type: list
+  elements: str
+  sample: [Qwen2ForCausalLM]
+model_type:
+  description: config.json's model_type (of the text config for multimodal models), null when
+    unset.
+  returned: always
+  type: str
+  sample: qwen2
+hidden_size:
+  description: Width of the hidden state.
+  returned: always
+  type: int
+  sample: 5120
+intermediate_size:
+  description: Width of the MLP (0 when config.json does not give it).
+  returned: always
+  type: int
+  sample: 27648
+vocab_size:
+  description: Vocabulary size (0 when config.json does not give it).
+  returned: always
+  type: int
+  sample: 152064
+tie_word_embeddings:
+  description: Whether the output projection shares the input embedding's weights.
+  returned: always
+  type: bool
+  sample: false
+num_experts:
+  description: Experts per MoE layer (num_experts or num_local_experts), 0 for a dense model.
+  returned: always
+  type: int
+  sample: 0
 num_hidden_layers:
   description: Decoder layers.
   returned: always
@@ -134,19 +187,68 @@ head_dim:
   returned: always
   type: int
   sample: 128
+head_dim_source:
+  description: Where head_dim came from.
+  returned: always
+  type: str
+  choices: [config head_dim, hidden_size / heads]
+  sample: hidden_size / heads
 dtype:
   description: torch_dtype (or dtype) of the checkpoint.
   returned: always
   type: str
   sample: bfloat16
+dtype_bytes:
+  description: Bytes per parameter of dtype.
+  returned: always
+  type: int
+  sample: 2
+quantization:
+  description: quant_method of config.json's quantization_config, null for an unquantized model.
+  returned: always
+  type: str
+  sample: fp8
+max_position_embeddings:
+  description: config.json's max_position_embeddings, null when unset.
+  returned: always
+  type: int
+  sample: 32768
+rope_scaling:
+  description: config.json's rope_scaling as given, null when unset.
+  returned: always
+  type: dict
+  sample: {type: yarn, factor: 4.0, original_max_position_embeddings: 32768}
+sliding_window:
+  description: The sliding window size when config.json enables it (use_sliding_window), else
+    null.
+  returned: always
+  type: int
+  sample: 4096
 max_context:
   description: Longest context the checkpoint supports (max_position_embeddings, scaled by rope
     scaling where the engine does).
   returned: always
   type: int
   sample: 32768
+max_context_source:
+  description: How max_context was found (C(max_position_embeddings), C(rope_scaling <type> x<factor>)
+    or C(unknown)).
+  returned: always
+  type: str
+  sample: max_position_embeddings
 parameter_count:
   description: Parameters; parameter_count_source says how they were counted.
+  returned: always
+  type: int
+  sample: 32763876352
+parameter_count_source:
+  description: How parameter_count was counted.
+  returned: always
+  type: str
+  choices: [safetensors headers, index total_size / dtype, estimated from config]
+  sample: index total_size / dtype
+parameter_count_estimate:
+  description: Parameters estimated from config.json alone (layers, widths, vocabulary, experts).
   returned: always
   type: int
   sample: 32763876352
@@ -155,6 +257,18 @@ weight_bytes:
   returned: always
   type: int
   sample: 65527752704
+weight_bytes_source:
+  description: How weight_bytes was found.
+  returned: always
+  type: str
+  choices: [safetensors headers, index metadata.total_size, file sizes, parameters x dtype bytes]
+  sample: index metadata.total_size
+needs_conversion:
+  description: Whether the weights are pickle C(pytorch_model*.bin) files, which the served folder
+    gets as safetensors (llmops.serving.weights_convert).
+  returned: always
+  type: bool
+  sample: false
 weights:
   description: Format, index, files, missing, truncated, status (complete, incomplete, absent,
     no-folder).
@@ -253,9 +367,11 @@ def main():
     fatal = [e for e in errors
              if (params["fail_on_unsupported"] if e.startswith("architecture")
                  else params["fail_on_incomplete"])]
+    # ansible_facts by the *_facts convention; the same keys stay top-level for compatibility.
+    result = dict(facts, ansible_facts={"llmops_model": dict(facts)})
     if fatal:
-        module.fail_json(msg=" | ".join(fatal), **facts)
-    module.exit_json(changed=False, **facts)
+        module.fail_json(msg=" | ".join(fatal), **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@
 the JUnit files its pytest runs wrote (one file a stage: unit.xml, molecule-<entry>.xml), and a
 failure for every skip that the allow-list does not name.
 
+Each failed test is named with where it failed and the first line of its message, just above the
+summary line: CI keeps the end of the output.
+
 A skip in `make test` is a check that did not run. The allow-list (tests/skips-allowed.txt) names
 the ones that cannot run on a machine without a GPU, each with a pattern of test ids and a comment
 that says why; anything else that skipped fails the run, named.
@@ -34,16 +37,29 @@ def read_allow_list(path):
     return entries
 
 
+# pytest's traceback names the failing line as 'path/to/test_x.py:123: AssertionError'
+FAILED_AT = re.compile(r"^(\S+\.py:\d+): \w+", re.M)
+MESSAGE_CHARS = 300
+
+
+def where_and_why(child):
+    """'test_x.py:123: first line of the message' of a JUnit failure or error element."""
+    found = FAILED_AT.findall(child.text or "")
+    first = (child.get("message", "").strip().splitlines() or [""])[0]
+    return "%s: %s" % (os.path.basename(found[-1]) if found else child.tag, first[:MESSAGE_CHARS])
+
+
 def cases(path):
     """(test id, outcome, message) of each test case of a JUnit file; outcome is passed, failed or
-    skipped, the test id is 'classname::name' as pytest writes them."""
+    skipped, the test id is 'classname::name' as pytest writes them. A failure's message is where
+    it failed and the first line of what it said."""
     root = ET.parse(path).getroot()
     for case in root.iter("testcase"):
         test_id = "%s::%s" % (case.get("classname", ""), case.get("name", ""))
         outcome, message = "passed", ""
         for child in case:
             if child.tag in ("failure", "error"):
-                outcome, message = "failed", child.get("message", "")
+                outcome, message = "failed", where_and_why(child)
                 break
             if child.tag == "skipped":
                 outcome, message = "skipped", child.get("message", "")
@@ -55,8 +71,8 @@ def allowed(stage, test_id, entries):
 
 
 def summarise(results_dir, entries):
-    """(per-stage lines, totals, [unexpected skips]) for the JUnit files of results_dir."""
-    lines, unexpected = [], []
+    """(per-stage lines, totals, [unexpected skips], [failures]) for the JUnit files of results_dir."""
+    lines, unexpected, failures = [], [], []
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     for path in sorted(glob.glob(os.path.join(results_dir, "*.xml"))):
         stage = os.path.basename(path)[:-len(".xml")]
@@ -65,11 +81,13 @@ def summarise(results_dir, entries):
             counts[outcome] += 1
             if outcome == "skipped" and not allowed(stage, test_id, entries):
                 unexpected.append("%s: %s (%s)" % (stage, test_id, message))
+            if outcome == "failed":
+                failures.append("%s: %s at %s" % (stage, test_id, message))
         for k in totals:
             totals[k] += counts[k]
         lines.append("%-28s %d passed, %d failed, %d skipped"
                      % (stage, counts["passed"], counts["failed"], counts["skipped"]))
-    return lines, totals, unexpected
+    return lines, totals, unexpected, failures
 
 
 def main(argv):
@@ -82,13 +100,15 @@ def main(argv):
     except (OSError, ValueError) as e:
         sys.stderr.write("test summary: %s\n" % e)
         return 2
-    lines, totals, unexpected = summarise(results_dir, entries)
+    lines, totals, unexpected, failures = summarise(results_dir, entries)
     if not lines:
         print("test summary: no JUnit file in %s: no stage wrote its results" % results_dir)
         return 1
     print("== test summary (stage or scenario: passed, failed, skipped)")
     for line in lines:
         print("  " + line)
+    for item in failures:
+        print("FAILED %s" % item)
     for item in unexpected:
         print("UNEXPECTED SKIP %s" % item)
     if unexpected:

@@ -125,6 +125,7 @@ class StreamLoad(object):
         self.t0 = None
         self.pinned = self.pinned_thread = None
         self.wait_started = threading.Event()
+        self.rolling = threading.Event()
 
     def one(self):
         """'ok', 'failed' (nothing streamed) or 'cut' (the stream broke or ended early), and why."""
@@ -178,6 +179,10 @@ class StreamLoad(object):
 
         def streams():
             t0 = time.monotonic()
+            # The gateway is only polled once the play that rolls the engines has begun: a podman
+            # exec every few tenths of a second through the whole prebuild takes a core from it.
+            while not self.rolling.wait(1) and not self.stop_event.is_set() and time.monotonic() - t0 < LOAD_MAX_SECONDS:
+                pass
             while engine not in drained_now():
                 if self.stop_event.is_set() or time.monotonic() - t0 > LOAD_MAX_SECONDS:
                     self.pinned = "%s was never drained" % engine
@@ -211,6 +216,7 @@ class StreamLoad(object):
         """Start the streams and the watcher (once)."""
         if self.t0 is None:
             self.t0 = time.monotonic()
+            self.rolling.set()
             for t in self.threads:
                 t.start()
 
@@ -253,8 +259,9 @@ class StreamLoad(object):
                  (" first errors: %s" % self.errors[:4]) if self.errors else ""))
 
     def assert_clean(self):
-        assert self.sent > 0 and self.failed == 0 and self.cut == 0, self.errors[:6]
-        assert self.max_drained <= 1
+        assert self.sent > 0 and self.failed == 0 and self.cut == 0, \
+            "load: sent %d, failed %d, cut %d; first errors %s" % (self.sent, self.failed, self.cut, self.errors[:6])
+        assert self.max_drained <= 1, "%d engines were drained at once" % self.max_drained
 
 
 def command(name, *args, inventories=()):
@@ -340,6 +347,13 @@ def playbook(name, *args, inventories=(), load=None):
     return Run(name, *args, inventories=inventories, load=load).wait()
 
 
+def why(what, out):
+    """An assertion message whose first line (what the test summary prints) says what failed and
+    the run's last fatal line; the end of the run's output follows."""
+    fatal = [line.strip() for line in out.splitlines() if re.search(r"fatal:|ROLLOUT FAILED|ERROR!", line)]
+    return "%s; last fatal line: %s\n%s" % (what, fatal[-1][:400] if fatal else "none", out[-3000:])
+
+
 def rolled(out):
     """{host: seconds} of the hosts the output says were rolled out, in order."""
     return dict(re.findall(r"ROLLED OUT (\S+): .*? in ([\d.]+) s", out))
@@ -385,7 +399,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         assert rc != 0 and variable in out, "%s: rc %s, %s not named:\n%s" % (name, rc, variable, out[-2500:])
         assert "ROLLED OUT" not in out and "ROLLED BACK" not in out, name
     rc, out = unchanged.result()
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why("site.yml --tags engine with the served spec failed", out)
     assert out.count("serves the spec, no restart") == len(ENGINES) and not rolled(out)
     assert {c: unit_start(c) for c in ENGINES} == starts and {c: current(c) for c in ENGINES} == links
 
@@ -407,11 +421,12 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         assert drained_now() == [ENGINES[0]] and state(ENGINES[0]).get("drained")
         rc, out = playbook("site", *spec, load=load)
     load.report("during site.yml with a new chat template, killed mid-drain and run again")
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why("site.yml with a new chat template, run again after the kill, failed", out)
     times = rolled(out)
     print("ROLLOUT TIME per host (drain to undrain): %s" % times)
     print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
-    assert sorted(times) == ENGINES and "chat template" in out and "left drained by an interrupted run" in out
+    assert sorted(times) == ENGINES and "chat template" in out and "left drained by an interrupted run" in out, \
+        why("site.yml after the kill did not roll every host for the chat template and undrain host 1", out)
     load.assert_clean()
     assert drained_now() == []
     for c in ENGINES:
@@ -432,11 +447,11 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec, load=load)
     load.report("during upgrade A->B (prebuild and roll)")
     print("STREAMS SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why("upgrade A->B failed", out)
     times = rolled(out)
     print("ROLLOUT TIME per host (drain to undrain): %s" % times)
     print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
-    assert sorted(times) == ENGINES
+    assert sorted(times) == ENGINES, why("the upgrade did not roll every host", out)
     load.assert_clean()
     host, running, waiting, waited = drains(out)[0]
     assert host == ENGINES[0] and int(running) + int(waiting) >= 1 and float(waited) > 0, drains(out)
@@ -463,10 +478,11 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
                            load=load)
     load.report("during an upgrade that fails on host 2")
     assert rc != 0
-    assert sorted(rolled(out)) == [ENGINES[0]], out[-3000:]
+    assert sorted(rolled(out)) == [ENGINES[0]], why("the failing upgrade rolled other hosts than host 1", out)
     # The failure names the host, the step and the engine's own reason (found behind its exit noise).
     assert re.search(r"ROLLOUT FAILED on %s .{0,400}?exited while starting: RuntimeError: .{0,10}"
-                     r"Could not load logging config" % ENGINES[1], out, re.S), out[-3000:]
+                     r"Could not load logging config" % ENGINES[1], out, re.S), \
+        why("the failing upgrade did not name host 2 and the engine's reason", out)
     assert "RESTORED" in out
     load.assert_clean()
     assert served_version(ENGINES[0]).startswith(A) and served_version(ENGINES[1]).startswith(B)
@@ -479,8 +495,9 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     with StreamLoad() as load:
         rc, out = playbook("rollback", "-e", "serving_stack=cpu-prev", *spec, load=load)
     load.report("during rollback.yml")
-    assert rc == 0, out[-3000:]
-    assert re.search(r"ROLLED BACK %s: vllm-0\.31\.0-\S+ -> vllm-0\.32\.0-" % ENGINES[0], out), out[-3000:]
+    assert rc == 0, why("rollback.yml failed", out)
+    assert re.search(r"ROLLED BACK %s: vllm-0\.31\.0-\S+ -> vllm-0\.32\.0-" % ENGINES[0], out), \
+        why("rollback.yml did not roll host 1 back from B to A", out)
     assert all("UNTOUCHED %s" % c in out for c in ENGINES[1:])
     load.assert_clean()
     for c in ENGINES:
@@ -499,7 +516,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     before, start = tree_digest(host, serving), unit_start(host)
     rc, out = playbook("upgrade", "--tags", "prebuild", "-e", "serving_stack=cpu", "-e",
                        "serving_locks_dir=%s" % locks, *spec, "--limit", host)
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why("the prebuild for a lock change failed", out)
     built = [v for v in on_host(host, "ls -d /opt/llmops/venvs/vllm-%s-*" % B).split() if v != serving]
     assert len(built) == 1 and on_host(host, "test -x %s/bin/python && echo yes" % built[0]) == "yes", built
     assert tree_digest(host, serving) == before and current(host) == serving and unit_start(host) == start

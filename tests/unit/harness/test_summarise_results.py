@@ -81,3 +81,10 @@ def test_no_results_is_a_failure(tmp_path):
 def test_a_malformed_allow_line_is_named(results):
     res = summarise(results, "unit\n")
     assert res.returncode == 2 and "skips-allowed.txt:1: expected 'STAGE_GLOB TEST_ID_REGEX'" in res.stderr
+
+
+def test_a_failure_is_named_with_its_line_and_message_above_the_summary(results):
+    res = summarise(results, "unit test_fixture\nunit test_forgotten\n")
+    lines = res.stdout.rstrip().splitlines()
+    assert res.returncode == 1
+    assert lines[-2] == "FAILED unit: test_sample::test_broken at test_sample.py:8: assert False", lines

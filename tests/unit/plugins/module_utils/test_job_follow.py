@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ansible_collections.llmops.serving.plugins.module_utils import job_follow
+from ansible_collections.llmops.serving.plugins.module_utils import job_follow, weights
 
 
 class FakeJob(object):
@@ -101,3 +101,78 @@ def test_a_follower_whose_run_is_gone_stops_at_its_next_round():
                           alive=lambda: next(parent_alive))
     assert e.value.rounds == 3 and job.checks == 3 and len(job.lines) == 3
     assert "ansible-playbook is gone after 12m00s" in str(e.value)
+
+
+# ------------------------------------------------------------------------------ progress records
+READINESS_RECORD = {"status": "unit activating (start), waiting for /health",
+                    "detail": "last: /health answered HTTP 503; journal: INFO [loader.py:80] Loading weights took 310.21 seconds",
+                    "state": "running", "phase": "health", "last": "/health answered HTTP 503", "elapsed_s": 312.0,
+                    "attempts": 156, "unit": "activating (start)", "journal": "INFO ...", "time": 1.7e9}
+
+
+def test_a_status_record_is_its_status_and_detail():
+    assert job_follow.describe_progress(READINESS_RECORD) == (
+        "unit activating (start), waiting for /health; last: /health answered HTTP 503; "
+        "journal: INFO [loader.py:80] Loading weights took 310.21 seconds")
+    # no detail, an end state in brackets (as the byte records show theirs)
+    assert job_follow.describe_progress({"status": "llmops-vllm.service exited while starting: RuntimeError: x",
+                                         "state": "failed"}) == \
+        "llmops-vllm.service exited while starting: RuntimeError: x [failed]"
+    assert job_follow.describe_progress({"status": "waiting for /health"}) == "waiting for /health"
+
+
+def test_a_status_record_is_one_line_of_bounded_length():
+    line = job_follow.describe_progress({"status": "waiting\nfor  /health", "detail": "last: " + "x" * 1000})
+    assert "\n" not in line and line.startswith("waiting for /health; last: xxx")
+    assert len(line) == job_follow.STATUS_CHARS and line.endswith("...")
+
+
+def test_byte_records_and_no_record_read_as_before():
+    p = {"phase": "download", "done": 2 ** 30, "total": 4 * 2 ** 30, "rate": 2 ** 20, "eta_s": 3072, "state": "running"}
+    assert job_follow.describe_progress(p) == weights.describe_progress(p) == \
+        "download: 1.0 GiB of 4.0 GiB (25.0%), 1.0 MiB/s, ETA 51m12s"
+    assert job_follow.describe_progress({}) == job_follow.describe_progress(None) == "no progress reported yet"
+    assert job_follow.describe_progress(["not", "a", "record"]) == "no progress reported yet"
+
+
+def test_a_three_hour_readiness_wait_prints_its_state_once_per_interval():
+    # An engine that loads for three hours (a large model from slow storage): the follower prints the
+    # record the module last wrote, one line per 15 s, without recursion, until the job ends.
+    job = FakeJob(ends_at=3 * 3600 + 4)
+
+    def record(elapsed):
+        phase = "health" if elapsed < 3 * 3600 - 60 else "generation"
+        waiting = "waiting for /health" if phase == "health" else "waiting for a real generation (greedy and sampled)"
+        return {"status": "unit activating (start), " + waiting, "detail": "last: /health answered HTTP 503",
+                "state": "running", "elapsed_s": elapsed}
+
+    def describe(elapsed):
+        return "qwen3-235b readiness: %s (%s elapsed)" % (job_follow.describe_progress(record(elapsed)),
+                                                          job_follow.elapsed_text(elapsed))
+
+    job.describe = describe
+    status, rounds = job.follow(interval=15, timeout=3 * 3600 + 300)
+    assert status["finished"] and rounds == 3 * 3600 // 15 == len(job.lines) == 720
+    assert rounds > sys.getrecursionlimit() // 2
+    assert job.lines[0] == ("qwen3-235b readiness: unit activating (start), waiting for /health; "
+                            "last: /health answered HTTP 503 (15s elapsed)")
+    assert job.lines[-1].startswith("qwen3-235b readiness: unit activating (start), waiting for a real generation")
+    assert job.lines[-1].endswith("(3h00m00s elapsed)")
+
+
+def test_a_two_hour_venv_install_prints_the_venv_growing():
+    # uv filling a venv at 1 MiB/s for two hours, `du -sb` of it once per interval.
+    venv = "/opt/llmops/venvs/vllm-0.32.0-37ea9d68ebb9"
+    job = FakeJob(ends_at=2 * 3600 + 3)
+
+    def describe(elapsed):
+        du = "%d\t%s\n" % (int(elapsed) * 2 ** 20, venv)
+        return "venv install (uv): %s (%s elapsed)" % (job_follow.size_line(du, venv), job_follow.elapsed_text(elapsed))
+
+    job.describe = describe
+    status, rounds = job.follow(interval=15, timeout=3600 * 3)
+    assert status["finished"] and rounds == 480 == len(job.lines)
+    assert job.lines[0] == "venv install (uv): 15.0 MiB in %s (15s elapsed)" % venv
+    assert job.lines[-1] == "venv install (uv): 7.0 GiB in %s (2h00m00s elapsed)" % venv
+    sizes = [float(line.split(": ", 1)[1].split()[0]) for line in job.lines if " GiB in " in line]
+    assert sizes == sorted(sizes)

@@ -1,11 +1,12 @@
 """readiness.wait_ready against a real HTTP server that behaves like a starting engine."""
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
+from json_http import JsonHandler
 
 
 class FakeEngine(object):
@@ -17,18 +18,7 @@ class FakeEngine(object):
         self.health_calls, self.chat_bodies = 0, []
         engine = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def reply(self, status, body):
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
+        class Handler(JsonHandler):
             def do_GET(self):
                 engine.health_calls += 1
                 self.reply(200 if engine.health_calls > engine.warmup else 503, {})
@@ -134,3 +124,31 @@ def test_alive_callback_stops_the_wait(engine):
 
     with pytest.raises(Crashed):
         readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 1, timeout=10, interval=0.01, alive=alive)
+
+
+def test_report_is_called_after_each_attempt_that_did_not_prove_readiness(engine):
+    reports = []
+    readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 4, timeout=10, interval=0.01, report=reports.append)
+    # two 503s, then health and both generations in the third attempt: no report for that one
+    assert [(r["phase"], r["last"], r["attempts"]) for r in reports] == [
+        ("health", "/health answered HTTP 503", 1), ("health", "/health answered HTTP 503", 2)]
+    assert 0 <= reports[0]["elapsed_s"] <= reports[1]["elapsed_s"]
+
+
+@pytest.mark.parametrize("engine", [{"warmup": 0, "sampled_status": 500}], indirect=True)
+def test_report_names_the_generation_once_health_passed(engine):
+    reports = []
+    with pytest.raises(readiness.NotReady):
+        readiness.wait_ready(engine.url, "/health", "key", "m", "hi", 4, timeout=0.2, interval=0.05, report=reports.append)
+    assert reports and {r["phase"] for r in reports} == {"generation"}
+    assert "(temperature=0.7, top_p=0.8) answered HTTP 500" in reports[-1]["last"]
+
+
+def test_progress_records_are_one_line_each():
+    assert readiness.last_journal_line("a\nINFO loading\n\n  nanobind: leaked 3 instances!\n") == "INFO loading"
+    assert readiness.last_journal_line("") is None
+    record = readiness.progress_record({"phase": "health", "last": "x" * 500, "elapsed_s": 2.0, "attempts": 1},
+                                       "/health", {"ActiveState": "activating", "SubState": "start"}, 2, "INFO\tloading")
+    assert record["status"] == "unit activating (start), restarted 2 times, waiting for /health"
+    assert record["detail"].startswith("last: xxx") and record["detail"].endswith("...; journal: INFO loading")
+    assert len(record["detail"]) == len("last: ") + readiness.PROGRESS_TEXT_CHARS + len("; journal: INFO loading")

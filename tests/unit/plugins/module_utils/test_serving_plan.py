@@ -283,6 +283,17 @@ PARAM_CASES = [
     ("no GPU memory defers", {"gpu_memory_bytes": None},
      {"errors": [], "plan": None,
       "deferred": "no GPU memory known (no GPU visible and gpu_memory_bytes unset)"}),
+    # No GPU memory (a CPU stack, a host before its driver): what needs no GPU is checked all the same.
+    ("no GPU memory, tp not dividing the heads", {"gpu_memory_bytes": None, "gpu_count": 0, "tensor_parallel": 3},
+     {"plan": None, "deferred": "no GPU memory known (no GPU visible and gpu_memory_bytes unset)",
+      "errors": ["serving_tensor_parallel=3 does not divide the model's 40 attention heads / 8 KV heads; "
+                 "valid sizes: 1, 2, 4, 8"]}),
+    ("no GPU memory, context beyond the checkpoint", {"gpu_memory_bytes": None, "gpu_count": 0, "max_model_len": 65536},
+     {"plan": None, "deferred": "no GPU memory known (no GPU visible and gpu_memory_bytes unset)",
+      "errors": ["serving_max_model_len=65536 exceeds what the checkpoint supports: 32768 "
+                 "(max_position_embeddings). Lower serving_max_model_len to 32768, or add a rope_scaling "
+                 "entry (YaRN) to the model's config.json where the model card documents one (Qwen2.5/Qwen3: "
+                 "factor 4 on 32768)"]}),
     ("model facts without heads", {"model": {"num_hidden_layers": 2}},
      {"errors": ["model facts lack 'num_attention_heads'"], "plan": None}),
     ("tp not dividing the heads", {"tensor_parallel": 3},

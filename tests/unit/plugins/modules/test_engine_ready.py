@@ -3,15 +3,18 @@
 engine's HTTP answers through readiness.http, and time through readiness.wait_ready's clock, so no
 engine, unit or real wait is needed."""
 import functools
+import json
+import math
 import os
 import time
 
 import pytest
 import yaml
 
+from ansible.module_utils import basic
 from ansible.module_utils.six.moves.urllib.error import URLError
 
-from ansible_collections.llmops.serving.plugins.module_utils import readiness
+from ansible_collections.llmops.serving.plugins.module_utils import job_follow, readiness
 from ansible_collections.llmops.serving.plugins.modules import engine_ready as module
 
 from .module_harness import Exit, Fail, documented_by, run_module
@@ -277,8 +280,176 @@ def test_documentation_matches_the_argument_spec():
     doc = yaml.safe_load(module.DOCUMENTATION)
     yaml.safe_load(module.EXAMPLES)
     assert set(doc["options"]) == {"url", "model", "api_key", "health_path", "prompt", "max_tokens", "timeout",
-                                   "interval", "unit"}
+                                   "interval", "unit", "progress_file"}
+    assert doc["options"]["progress_file"]["type"] == "path"
     assert set(RETURNS) == {"ready", "ready_after_s", "health_after_s", "time_to_ready_s", "latency_s", "usage",
                             "finish_reason", "model", "msg", "journal", "cause"}
     for name, spec in RETURNS.items():
         assert {"description", "returned", "type", "sample"} <= set(spec), name
+
+
+# ------------------------------------------------------------------------------ progress file
+LOADING = "INFO 12-01 07:45:01 [loader.py:80] Loading weights took 310.21 seconds"
+
+
+class Written(object):
+    """readiness.write_progress, recording each record as it was written (the file keeps only the last)."""
+
+    def __init__(self, monkeypatch):
+        self.records = []
+        real = readiness.write_progress
+
+        def write(path, record):
+            self.records.append(json.loads(json.dumps(record)))
+            real(path, record)
+
+        monkeypatch.setattr(readiness, "write_progress", write)
+
+
+def journal_reads(unit):
+    """The progress file's journal reads (the short ones), not the failure's 400-line read."""
+    return [c for c in unit.calls if c[0] == "journalctl" and c[c.index("-n") + 1] == str(module.PROGRESS_JOURNAL_LINES)]
+
+
+def test_progress_file_says_what_the_wait_is_at_after_every_attempt(monkeypatch, tmp_path):
+    written = Written(monkeypatch)
+    path = tmp_path / "progress" / "vllm-ready.json"  # the folder is created
+    unit = Unit([STARTING, STARTING, state(started_ago=42.5)], LOADING + "\n")
+    engine = Engine(down=2, warmup=3)
+    kind, result = run(monkeypatch, dict(ARGS, unit=UNIT, progress_file=str(path)), engine, unit)
+    assert kind is Exit and result["ready"] is True, result
+    # the result is the one without a progress file
+    assert set(result) - {"changed"} == documented("success", "when ready",
+                                                   "when ready and I(unit) is given (and systemd reports the unit's start time)")
+    assert result["ready_after_s"] == 10.0
+    records = written.records
+    # one before the first attempt, one per attempt that did not prove readiness (2 refused, 3 x 503), the last one
+    assert len(records) == 1 + 5 + 1
+    first = records[0]
+    assert first["status"] == "unit activating (start), waiting for /health" and first["detail"] == "last: no answer yet"
+    assert first["state"] == "running" and first["attempts"] == 0
+    refused, warming = records[1], records[3]
+    assert refused["phase"] == "health" and refused["detail"].startswith("last: URLError: ")
+    assert refused["detail"].endswith("; journal: " + LOADING) and refused["journal"] == LOADING
+    assert warming["detail"] == "last: /health answered HTTP 503; journal: " + LOADING
+    assert warming["elapsed_s"] == 4.0 and warming["attempts"] == 3
+    # the unit's state is the one of the poll: active after the first two
+    assert records[1]["unit"] == "activating (start)" and records[-2]["unit"] == "active (running)"
+    assert records[-2]["status"] == "unit active (running), waiting for /health"
+    last = records[-1]
+    assert last["state"] == "ready" and last["status"] == "ready after 10.0s: both probe generations answered"
+    # the file holds the last record, and the follower's line renders it
+    assert json.loads(path.read_text()) == last
+    assert job_follow.describe_progress(last) == "ready after 10.0s: both probe generations answered [ready]"
+    assert not (tmp_path / "progress" / "vllm-ready.json.tmp").exists()
+    # the journal is read for the progress at most once per PROGRESS_JOURNAL_EVERY_S of the wait
+    assert len(journal_reads(unit)) == 1
+
+
+def test_progress_of_a_generation_that_fails_after_health_passed(monkeypatch, tmp_path):
+    written = Written(monkeypatch)
+    kind, result = run(monkeypatch, dict(ARGS, timeout=6, progress_file=str(tmp_path / "p.json")),
+                       Engine(sampled_status=500))
+    assert kind is Fail
+    running = written.records[1:-1]
+    assert [r["phase"] for r in running] == ["generation"] * 3
+    assert running[0]["status"] == "waiting for a real generation (greedy and sampled)" and running[0]["unit"] is None
+    assert running[0]["detail"].startswith("last: chat completion (temperature=0.7, top_p=0.8) answered HTTP 500: ")
+    assert written.records[-1]["state"] == "failed"
+
+
+def test_a_crash_fails_as_without_a_progress_file_and_the_file_says_why(monkeypatch, tmp_path):
+    written = Written(monkeypatch)
+    path = tmp_path / "p.json"
+    unit = Unit([STARTING, STARTING, STARTING, state("failed", "failed")], recorded(CRASH_JOURNAL))
+    kind, result = run(monkeypatch, dict(ARGS, unit=UNIT, progress_file=str(path)), Engine(down=1000), unit)
+    assert kind is Fail and result["cause"] == CAUSE
+    assert result["msg"].startswith("%s exited while starting: %s; its journal ends with:\n" % (UNIT, CAUSE))
+    assert set(result) == documented(FAILURE, "failure; in check mode when I(unit) is given and is not running",
+                                     CAUSE_RETURNED)
+    # the journal line of the progress leaves nanobind's exit report out: the traceback's last line
+    assert written.records[1]["journal"] == CAUSE and written.records[1]["detail"].endswith("; journal: " + CAUSE)
+    last = json.loads(path.read_text())
+    assert last == written.records[-1] and last["state"] == "failed"
+    assert last["status"] == "%s exited while starting: %s" % (UNIT, CAUSE)
+    assert len([c for c in unit.calls if c[0] == "systemctl"]) == 4
+
+
+def test_a_timeout_fails_as_without_a_progress_file(monkeypatch, tmp_path):
+    written = Written(monkeypatch)
+    kind, result = run(monkeypatch, dict(ARGS, timeout=120, interval=10, progress_file=str(tmp_path / "p.json")),
+                       Engine(warmup=1000))
+    assert kind is Fail
+    assert result["msg"] == "qwen3-4b at %s: not ready after 120s; last: /health answered HTTP 503" % URL
+    assert len(written.records) == 1 + 12 + 1
+    assert written.records[-1]["status"] == "not ready after 120s; last: /health answered HTTP 503"
+    assert written.records[-1]["state"] == "failed" and written.records[-1]["elapsed_s"] == 120.0
+
+
+def test_a_restarting_unit_says_how_often_it_restarted(monkeypatch, tmp_path):
+    written = Written(monkeypatch)
+    # restarted twice before this wait (not counted), once during it: the wait stops there
+    unit = Unit([state("activating", "start", restarts=2), state("activating", "start", restarts=2),
+                 state("activating", "start", restarts=3)])
+    kind, result = run(monkeypatch, dict(ARGS, unit=UNIT, progress_file=str(tmp_path / "p.json")), Engine(down=1000), unit)
+    assert kind is Fail and "exited while starting" in result["msg"]
+    assert written.records[1]["unit"] == "activating (start)"
+    assert written.records[-1]["status"] == "%s exited while starting" % UNIT
+
+
+@pytest.mark.parametrize("engine_kw", [{}, {"down": 1000}], ids=["ready", "not ready"])
+def test_check_mode_writes_no_progress_file(monkeypatch, tmp_path, engine_kw):
+    written = Written(monkeypatch)
+    path = tmp_path / "p.json"
+    kind, result = run(monkeypatch, dict(ARGS, unit=UNIT, progress_file=str(path)), Engine(**engine_kw),
+                       Unit([state(started_ago=1.0)]), check_mode=True)
+    assert kind is Exit and result["changed"] is False
+    assert written.records == [] and not path.exists() and not os.listdir(str(tmp_path))
+
+
+def test_a_progress_file_that_cannot_be_written_costs_a_warning_not_the_wait(monkeypatch, tmp_path):
+    warnings = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text, **kw: warnings.append(text))
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    path = blocker / "p.json"
+    kind, result = run(monkeypatch, dict(ARGS, progress_file=str(path)), Engine(down=3))
+    assert kind is Exit and result["ready"] is True
+    assert len(warnings) == 1 and warnings[0].startswith("cannot write the progress file %s: " % path), warnings
+
+
+def test_a_four_hour_load_is_followed_to_ready(monkeypatch, tmp_path):
+    # A large model loading for four hours: 7200 attempts at the default 2 s, each one record, the
+    # journal read once per PROGRESS_JOURNAL_EVERY_S; the follower, one line per 15 s, prints the
+    # record the module had written last, 960 lines, and no wait recursed.
+    hours = 4
+    attempts = hours * 3600 // 2
+    written = Written(monkeypatch)
+    unit = Unit([STARTING] * 3 + [state(started_ago=hours * 3600.0)], LOADING + "\n")
+    kind, result = run(monkeypatch, dict(ARGS, unit=UNIT, timeout=5 * 3600, progress_file=str(tmp_path / "p.json")),
+                       Engine(down=attempts - 10, warmup=10), unit)
+    assert kind is Exit and result["ready"] is True
+    assert result["ready_after_s"] == hours * 3600.0
+    records = written.records
+    assert len(records) == attempts + 2 and records[-1]["state"] == "ready"
+    assert len(journal_reads(unit)) == math.ceil(hours * 3600 / module.PROGRESS_JOURNAL_EVERY_S)
+    timeline = [(r["elapsed_s"], r) for r in records[:-1]]
+    assert [t for t, dummy in timeline] == sorted(t for t, dummy in timeline)
+
+    class Job(object):
+        now = 0.0
+
+    def wait(seconds):
+        Job.now = min(Job.now + seconds, hours * 3600.0)
+
+    def describe(elapsed):
+        seen = [r for t, r in timeline if t <= elapsed][-1]
+        return "qwen3-4b readiness: %s (%s elapsed)" % (job_follow.describe_progress(seen), job_follow.elapsed_text(elapsed))
+
+    lines = []
+    status, rounds = job_follow.follow(lambda: {"finished": Job.now >= hours * 3600, "failed": False}, wait, describe,
+                                       lines.append, 15, 5 * 3600, lambda: Job.now)
+    assert status["finished"] and rounds == hours * 3600 // 15 - 1 == len(lines) == 959
+    assert lines[0].startswith("qwen3-4b readiness: unit active (running), waiting for /health; last: URLError: ")
+    assert lines[0].endswith("; journal: %s (15s elapsed)" % LOADING)
+    assert "last: /health answered HTTP 503" in lines[-1] and lines[-1].endswith("(3h59m45s elapsed)")
