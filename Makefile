@@ -139,14 +139,18 @@ unit: tools engine-venv sglang-venv  ## pytest unit tests of module_utils, modul
 
 # Each scenario's Debian 12 hosts keep their .debs in a folder of their own: apt locks the archive
 # folder, and scenarios that run at the same time (SCENARIOS_BESIDE) would fail on each other's
-# lock. A new folder starts as hard links to the shared one's files.
+# lock. A new folder starts as hard links to the shared one's .debs, never to its lock file: apt
+# locks the file's inode, so a linked lock would be one lock for every folder again (a lock with
+# more than one link, left by an older copy, is removed; apt makes a new one).
 APT_ARCHIVES := bookworm-default bookworm-offline bookworm-nvidia bookworm-fleet
 .PHONY: cache-dirs
 cache-dirs:
 	mkdir -p $(LLMOPS_CACHE)/uv $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial
 	for d in $(APT_ARCHIVES); do \
-	  test -d $(LLMOPS_CACHE)/apt-archives/$$d || cp -al $(LLMOPS_CACHE)/apt-archives/bookworm $(LLMOPS_CACHE)/apt-archives/$$d; \
+	  test -d $(LLMOPS_CACHE)/apt-archives/$$d || { mkdir -p $(LLMOPS_CACHE)/apt-archives/$$d/partial && \
+	    find $(LLMOPS_CACHE)/apt-archives/bookworm -maxdepth 1 -name '*.deb' -exec ln -f -t $(LLMOPS_CACHE)/apt-archives/$$d {} +; }; \
 	done
+	find $(LLMOPS_CACHE)/apt-archives -mindepth 2 -maxdepth 2 -name lock -links +1 -delete
 
 .PHONY: molecule
 molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios (SCENARIOS="default ...")
