@@ -28,6 +28,9 @@ REPO_VARS = {
     "nvidia_driver_fabricmanager": True,
     "nvidia_driver_dcgm": True,
     "cuda_toolkit_probe": False,
+    # the serving spec has no default model: the driver-only runs name the synthetic one (no GPU here)
+    "serving_model": {"name": "qwen3-tiny", "source": "synthetic://qwen3-tiny", "lora": None},
+    "serving_allow_synthetic": True,
 }
 
 
