@@ -199,5 +199,9 @@ clean:  ## remove per-checkout state (not the shared LLMOPS_CACHE)
 
 # ---------------------------------------------------------------- development
 .PHONY: converge verify destroy
-converge verify destroy: tools images wheelhouse cache-dirs engine-venv  ## one Molecule step: make converge S=default
+converge: tools images wheelhouse cache-dirs engine-venv  ## one Molecule step: make converge S=default
+	molecule $@ -s $(or $(S),default)
+verify: tools images wheelhouse cache-dirs engine-venv  ## the scenario's tests on its converged hosts: make verify S=default
+	molecule $@ -s $(or $(S),default)
+destroy: tools  ## remove a scenario's hosts: make destroy S=default
 	molecule $@ -s $(or $(S),default)

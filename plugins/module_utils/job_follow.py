@@ -79,6 +79,12 @@ def elapsed_text(seconds):
 STATUS_CHARS = 400
 
 
+def one_line(text, limit):
+    """`text` with its whitespace folded to single spaces, cut to `limit` characters ('...' at the cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def describe_progress(p):
     """The progress text of a job's JSON progress file.
 
@@ -96,8 +102,7 @@ def describe_progress(p):
         text += "; %s" % p["detail"]
     if p.get("state") not in (None, "running"):
         text += " [%s]" % p["state"]
-    text = " ".join(text.split())
-    return text if len(text) <= STATUS_CHARS else text[:STATUS_CHARS - 3] + "..."
+    return one_line(text, STATUS_CHARS)
 
 
 def size_line(du_output, path):

@@ -223,28 +223,36 @@ def _fits(cap, max_model_len):
     return cap["available_kv_bytes"] > 0 and cap["kv_tokens"] >= max_model_len
 
 
-def model_checks(model, tp, max_model_len):
-    """What the spec asks of the model that no GPU is needed to check: a tensor parallel size that
-    divides its heads, a context within what the checkpoint supports. [error messages]."""
+def tp_error(model, tp, sizes_up_to=8):
+    """Why tensor parallel `tp` cannot split the model's heads (naming the sizes that can, up to
+    `sizes_up_to`), or None."""
     tp = int(tp)
     heads = int(model["num_attention_heads"])
     kv_heads = int(model["num_key_value_heads"])
-    errors = []
-    sizes = valid_tp_sizes(heads, kv_heads, max(tp, 8))
-    if tp not in sizes:
-        errors.append(
-            "serving_tensor_parallel=%d does not divide the model's %d attention heads / %d KV "
+    sizes = valid_tp_sizes(heads, kv_heads, max(tp, sizes_up_to))
+    if tp in sizes:
+        return None
+    return ("serving_tensor_parallel=%d does not divide the model's %d attention heads / %d KV "
             "heads; valid sizes: %s" % (tp, heads, kv_heads, ", ".join(str(s) for s in sizes)))
+
+
+def context_error(model, max_model_len):
+    """Why a context of `max_model_len` tokens is beyond what the checkpoint supports, or None."""
     limit = model.get("max_context")
-    if limit and max_model_len and max_model_len > limit:
-        errors.append(
-            "serving_max_model_len=%d exceeds what the checkpoint supports: %d (%s). Lower "
+    if not (limit and max_model_len and max_model_len > limit):
+        return None
+    return ("serving_max_model_len=%d exceeds what the checkpoint supports: %d (%s). Lower "
             "serving_max_model_len to %d%s" % (
                 max_model_len, limit, model.get("max_context_source"), limit,
                 "" if model.get("rope_scaling") else
                 ", or add a rope_scaling entry (YaRN) to the model's config.json where the "
                 "model card documents one (Qwen2.5/Qwen3: factor 4 on 32768)"))
-    return errors
+
+
+def model_checks(model, tp, max_model_len):
+    """What the spec asks of the model that no GPU is needed to check: a tensor parallel size that
+    divides its heads, a context within what the checkpoint supports. [error messages]."""
+    return [e for e in (tp_error(model, tp), context_error(model, max_model_len)) if e]
 
 
 def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engine="vllm",
@@ -263,7 +271,7 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
         raise PlanError("serving_gpu_memory_fraction must be in (0, 1], got %s" % fraction)
     sizes = valid_tp_sizes(heads, kv_heads, max(tp, gpu_count or 1, 8))
     if tp not in sizes:
-        raise PlanError(model_checks(model, tp, max_model_len)[0])
+        raise PlanError(tp_error(model, tp, max(gpu_count or 1, 8)))
     if gpu_count == 0:
         raise PlanError("no GPU found on this host: a GPU plan needs NVIDIA GPUs with a working "
                         "driver (serving_stack cpu serves without them)")
@@ -280,10 +288,10 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
         if major < 8 and model.get("dtype") == "bfloat16":
             warnings.append("compute capability %s has no bfloat16: the engine will cast to "
                             "float16" % compute_capability)
+    too_long = context_error(model, max_model_len)
+    if too_long:
+        raise PlanError(too_long)
     limit = model.get("max_context")
-    context_errors = model_checks(model, tp, max_model_len)
-    if context_errors:
-        raise PlanError(context_errors[0])
     model_dtype_bytes = model.get("dtype_bytes") or 2
     kv_bytes = resolve_kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes)
     common = dict(engine=engine, version=engine_version, batched_tokens=max_num_batched_tokens,

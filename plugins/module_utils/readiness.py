@@ -136,6 +136,8 @@ def journal_summary(text, lines=40):
 PROGRESS_TEXT_CHARS = 160
 
 
+# This file is also loaded by its path alone, outside the collection (venv_runner), so it imports
+# nothing of the collection: job_follow.one_line is this one's twin.
 def _short(text, limit=PROGRESS_TEXT_CHARS):
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
