@@ -82,9 +82,21 @@ $(PROMTOOL):
 images: host-packages  ## build the Debian 12/13 systemd test-host images (cached)
 	SUITES="bookworm trixie" tests/testhost/build-images.sh
 
+# The profile's build locks (stacks/locks/<profile>/build/*.txt: what a source build of its
+# sgl-kernel installs, hash-checked) go into the same wheelhouse, so an offline host can build too.
+# Their wheels are all py3-none, for x86_64 Linux like the profiles; a stamp per lock digest skips a
+# lock fetched before, as the playbook does for the engine locks.
+WHEELHOUSE_PLATFORMS := $(foreach g,$(shell seq 36 -1 17),--platform=manylinux_2_$(g)_x86_64) \
+  --platform=manylinux2014_x86_64 --platform=linux_x86_64
 .PHONY: wheelhouse
-wheelhouse: tools  ## wheelhouse of the locked engine requirements for PROFILE (cached)
+wheelhouse: tools  ## wheelhouse of the locked engine (and sgl-kernel build) requirements for PROFILE (cached)
 	$(BIN)/ansible-playbook playbooks/wheelhouse.yml -e serving_stack=$(PROFILE) -e '{"wheelhouse_engines": ["vllm", "sglang"]}'
+	for lock in stacks/locks/$(PROFILE)/build/*.txt; do \
+	  [ -e "$$lock" ] || continue; \
+	  stamp=$(LLMOPS_CACHE)/wheelhouse/$(PROFILE)/.build-$$(basename "$$lock").$$(sha256sum < "$$lock" | cut -c1-16); \
+	  [ -e "$$stamp" ] || { $(BIN)/python -m pip download --quiet --no-deps --require-hashes --only-binary=:all: \
+	    $(WHEELHOUSE_PLATFORMS) --dest $(LLMOPS_CACHE)/wheelhouse/$(PROFILE) --requirement "$$lock" && touch "$$stamp"; }; \
+	done
 
 # ---------------------------------------------------------------- checks
 .PHONY: lint
@@ -106,10 +118,22 @@ sanity: tools shellcheck  ## ansible-test sanity on a copy of the collection (sh
 monitoring-rules: tools promtool  ## promtool check/test of the monitoring role's rules, per engine version
 	$(BIN)/python tests/monitoring/run_promtool.py
 
+# uv's cache (shared by the controller's venvs and every test host) is bounded: past
+# UV_CACHE_MAX_GB it is emptied before anything reads it, and refills from the wheelhouses (local
+# files, no download). A stack's wheels unpack to a few GB; a cache that kept the wheels of every
+# path, lock and version it ever saw would fill the disk the test hosts' venvs need.
+UV_CACHE_MAX_GB ?= 20
+.PHONY: uv-cache
+uv-cache: | tools
+	@mkdir -p $(LLMOPS_CACHE)/uv; size=$$(du -s --block-size=1G $(LLMOPS_CACHE)/uv | cut -f1); \
+	echo "== uv cache: $$size GB (bound $(UV_CACHE_MAX_GB) GB); disk: $$(df -h --output=avail $(LLMOPS_CACHE) | tail -1 | tr -d ' ') free"; \
+	if [ "$$size" -gt $(UV_CACHE_MAX_GB) ]; then echo "== uv cache over its bound: emptied"; \
+	  UV_CACHE_DIR=$(LLMOPS_CACHE)/uv $(BIN)/uv cache clean -q; fi
+
 # A controller-side cpu engine venv (torch, transformers, peft) from the cpu wheelhouse.
 .PHONY: engine-venv
 engine-venv: $(CURDIR)/.cache/engine-venv/.synced  ## cpu engine venv for the unit tests and fixtures
-$(CURDIR)/.cache/engine-venv/.synced: stacks/locks/cpu/vllm-0.32.0.txt | tools
+$(CURDIR)/.cache/engine-venv/.synced: stacks/locks/cpu/vllm-0.32.0.txt | tools uv-cache
 	test -d $(LLMOPS_CACHE)/wheelhouse/cpu || $(MAKE) wheelhouse PROFILE=cpu
 	uv venv .cache/engine-venv --python python3.11 --allow-existing
 	UV_CACHE_DIR=$(LLMOPS_CACHE)/uv uv pip sync --python .cache/engine-venv/bin/python --no-index --find-links $(LLMOPS_CACHE)/wheelhouse/cpu --require-hashes stacks/locks/cpu/vllm-0.32.0.txt
@@ -119,7 +143,7 @@ $(CURDIR)/.cache/engine-venv/.synced: stacks/locks/cpu/vllm-0.32.0.txt | tools
 # the unit tests run SGLang's own flag parser.
 .PHONY: sglang-venv
 sglang-venv: $(CURDIR)/.cache/sglang-venv/.synced  ## cpu SGLang venv for the real-parser unit test
-$(CURDIR)/.cache/sglang-venv/.synced: stacks/locks/cpu/sglang-0.5.23.txt | tools
+$(CURDIR)/.cache/sglang-venv/.synced: stacks/locks/cpu/sglang-0.5.23.txt | tools uv-cache
 	test -d $(LLMOPS_CACHE)/wheelhouse/cpu || $(MAKE) wheelhouse PROFILE=cpu
 	uv venv .cache/sglang-venv --python python3.11 --allow-existing
 	UV_CACHE_DIR=$(LLMOPS_CACHE)/uv uv pip sync --python .cache/sglang-venv/bin/python --no-index --find-links $(LLMOPS_CACHE)/wheelhouse/cpu --require-hashes stacks/locks/cpu/sglang-0.5.23.txt
@@ -144,8 +168,8 @@ unit: tools engine-venv sglang-venv  ## pytest unit tests of module_utils, modul
 # more than one link, left by an older copy, is removed; apt makes a new one).
 APT_ARCHIVES := bookworm-default bookworm-offline bookworm-nvidia bookworm-fleet
 .PHONY: cache-dirs
-cache-dirs:
-	mkdir -p $(LLMOPS_CACHE)/uv $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial
+cache-dirs: uv-cache
+	mkdir -p $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial
 	for d in $(APT_ARCHIVES); do \
 	  test -d $(LLMOPS_CACHE)/apt-archives/$$d || { mkdir -p $(LLMOPS_CACHE)/apt-archives/$$d/partial && \
 	    find $(LLMOPS_CACHE)/apt-archives/bookworm -maxdepth 1 -name '*.deb' -exec ln -f -t $(LLMOPS_CACHE)/apt-archives/$$d {} +; }; \
@@ -199,8 +223,8 @@ clean:  ## remove per-checkout state (not the shared LLMOPS_CACHE)
 
 # ---------------------------------------------------------------- development
 .PHONY: converge verify destroy
-converge: tools images wheelhouse cache-dirs engine-venv  ## one Molecule step: make converge S=default
-	molecule $@ -s $(or $(S),default)
+converge: tools images wheelhouse cache-dirs engine-venv  ## one Molecule step: make converge S=default [V=-vvv]
+	molecule $@ -s $(or $(S),default) $(if $(V),-- $(V))
 verify: tools images wheelhouse cache-dirs engine-venv  ## the scenario's tests on its converged hosts: make verify S=default
 	molecule $@ -s $(or $(S),default)
 destroy: tools  ## remove a scenario's hosts: make destroy S=default

@@ -21,6 +21,7 @@ import json
 import os
 import random
 import socket
+import ssl
 import sys
 import time
 from urllib.parse import urlsplit
@@ -187,7 +188,15 @@ async def _read_plain(reader):
         yield data
 
 
-async def chat_stream(url, model, api_key, request, timeout):
+def tls_context(url, ca_file):
+    """None for http://; for https:// a context that checks the engine's certificate against ca_file
+    (the collection's CA; the system's CAs when empty)."""
+    if urlsplit(url).scheme != "https":
+        return None
+    return ssl.create_default_context(cafile=ca_file or None)
+
+
+async def chat_stream(url, model, api_key, request, timeout, tls=None):
     """POST one streamed chat completion; returns a per-request record."""
     parts = urlsplit(url)
     body = json.dumps({
@@ -205,7 +214,8 @@ async def chat_stream(url, model, api_key, request, timeout):
     writer = None
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(parts.hostname, parts.port or 80), timeout)
+            asyncio.open_connection(parts.hostname, parts.port or (443 if tls else 80), ssl=tls,
+                                    server_hostname=parts.hostname if tls else None), timeout)
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         await writer.drain()
 
@@ -324,6 +334,7 @@ class MemorySampler:
 # ------------------------------------------------------------------------------------ runs
 async def run_phase(args, requests, concurrency, deadline):
     semaphore = asyncio.Semaphore(concurrency)
+    tls = tls_context(args.url, getattr(args, "ca_file", ""))
     results = []
 
     async def one(request):
@@ -332,7 +343,7 @@ async def run_phase(args, requests, concurrency, deadline):
                 return
             remaining = max(1.0, deadline - time.monotonic())
             results.append(await chat_stream(args.url, args.model, args.api_key, request,
-                                             min(args.request_timeout, remaining)))
+                                             min(args.request_timeout, remaining), tls=tls))
 
     start = time.perf_counter()
     await asyncio.gather(*(one(r) for r in requests))
@@ -372,6 +383,17 @@ async def run_all(args):
     }
 
 
+def key_from_env_file(path, name):
+    """NAME's value in a systemd EnvironmentFile (NAME=value or NAME="value"); empty when absent."""
+    with open(path) as handle:
+        for line in handle:
+            key, sep, value = line.strip().partition("=")
+            if sep and key == name:
+                value = value.strip()
+                return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
+    return ""
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -379,6 +401,10 @@ def parse_args(argv=None):
     run.add_argument("--url", required=True)
     run.add_argument("--model", required=True)
     run.add_argument("--api-key-env", default="LLMOPS_API_KEY", help="environment variable holding the API key")
+    run.add_argument("--ca-file", default="", help="CA file to check an https engine's certificate against")
+    run.add_argument("--api-key-env-file", default="",
+                     help="read --api-key-env from this KEY=\"value\" file (the engine's EnvironmentFile) instead "
+                          "of the environment, so the key is on no command line and in no Ansible output")
     run.add_argument("--engine", default="unknown")
     run.add_argument("--engine-version", default="")
     run.add_argument("--label", default="")
@@ -396,7 +422,8 @@ def parse_args(argv=None):
     run.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     args.sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
-    args.api_key = os.environ.get(args.api_key_env, "")
+    args.api_key = (key_from_env_file(args.api_key_env_file, args.api_key_env) if args.api_key_env_file
+                    else os.environ.get(args.api_key_env, ""))
     if args.requests < 1 or args.concurrency < 1 or any(level < 1 for level in args.sweep):
         parser.error("--requests, --concurrency and --sweep levels must be positive")
     return args

@@ -43,10 +43,13 @@ _value:
     distributions: {description: Python distributions that carry it, most specific first., type: list}
     entry: {description: Entry module, words before the flags, how the model is passed., type: dict}
     api_key_env: {description: The environment variable its API key is read from., type: str}
+    admin_key_env: {description: "The environment variable its admin key is read from (SGLang), or null.", type: str}
     health_path: {description: The route polled before the readiness generation., type: str}
     process_words: {description: Words in a listener's command line that mark it as this engine., type: list}
     metric_prefix: {description: Prefix of its Prometheus metric names., type: str}
-    metrics: {description: "Metric names at this version (kv_usage, running, waiting, ttft_bucket).", type: dict}
+    metrics:
+      description: "Metric names and selectors at this version (kv_usage, running, waiting, ttft_bucket, e2e_bucket, requests_total, errors_total)."
+      type: dict
     arch_min_version: {description: Lowest version known to serve each architecture., type: dict}
     budget: {description: How it budgets GPU memory at this version., type: dict}
 """

@@ -52,7 +52,23 @@ SPEC_VARIABLES = {
     "enable_metrics": "serving_enable_metrics",
     "trust_remote_code": "serving_trust_remote_code",
     "dtype": "serving_dtype",
+    "tls_certfile": "serving_engine_tls",
+    "tls_keyfile": "serving_engine_tls",
+    "auto_tool_choice": "serving_tool_calling",
+    "tool_call_parser": "serving_tool_call_parser",
+    "enable_reasoning": "serving_reasoning",
+    "reasoning_parser": "serving_reasoning_parser",
+    "kv_cache_dtype": "serving_kv_cache_dtype",
+    "structured_output_backend": "serving_structured_output",
+    "max_batched_tokens": "serving_max_batched_tokens",
+    "enable_chunked_prefill": "serving_chunked_prefill",
+    "prefill_chunk_tokens": "serving_chunked_prefill.chunk_tokens",
+    "long_prefill_threshold": "serving_chunked_prefill.long_prefill_threshold",
+    "priority_scheduling": "serving_priority_scheduling",
+    "speculative": "serving_speculative",
+    "long_context": "serving_long_context",
     "api_key": "serving_api_key",
+    "admin_api_key": "serving_admin_api_key",
 }
 
 SPEC_DEFAULTS = {
@@ -69,15 +85,42 @@ SPEC_DEFAULTS = {
     "enable_metrics": True,
     "trust_remote_code": False,
     "dtype": None,
+    "tls_certfile": None,
+    "tls_keyfile": None,
+    "auto_tool_choice": False,
+    "tool_call_parser": None,
+    "enable_reasoning": False,
+    "reasoning_parser": None,
+    "kv_cache_dtype": None,
+    "structured_output_backend": None,
+    "max_batched_tokens": None,
+    "enable_chunked_prefill": None,
+    "prefill_chunk_tokens": None,
+    "long_prefill_threshold": None,
+    "priority_scheduling": False,
+    "speculative": None,
+    "long_context": None,
 }
 REQUIRED_SPEC = ("model_path", "served_model_name", "host", "port")
+# The spec keys rendered as a flag with a value, in argv order, and the on/off ones.
+VALUE_SPEC_KEYS = ("served_model_name", "host", "port", "tensor_parallel", "max_model_len", "gpu_memory_fraction",
+                   "max_concurrency", "chat_template", "dtype", "kv_cache_dtype", "tls_certfile", "tls_keyfile",
+                   "tool_call_parser", "reasoning_parser", "structured_output_backend", "max_batched_tokens",
+                   "prefill_chunk_tokens", "long_prefill_threshold")
+BOOL_SPEC_KEYS = ("enable_prefix_caching", "enable_metrics", "trust_remote_code", "auto_tool_choice", "enable_reasoning",
+                  "priority_scheduling")
+# On/off keys that render nothing when null (the engine's own default, which differs by version).
+OPTIONAL_BOOL_SPEC_KEYS = ("enable_chunked_prefill",)
+# Keys whose value (a dict) becomes one JSON flag or several flags: _speculative_pieces, _long_context_pieces.
+DICT_SPEC_KEYS = ("speculative", "long_context")
 
 # ---------------------------------------------------------------------------------------------
 # The translation table. Per engine and spec key, a list of (first engine version, rule); the
 # last row whose version is <= the engine version applies. A rule is the flag (str), or for
-# booleans a pair (flag when true, flag when false), None meaning "no flag". Rows for versions
-# that were never installed here are best effort; validate() against the installed engine is
-# the gate either way.
+# booleans a pair (flag when true, flag when false), None meaning "no flag" (a value key whose
+# rule is None is refused: the version cannot do what the spec asks). Every row of a version the
+# stack profiles pin is checked against that version's real --help (tests/fixtures/engines);
+# validate() against the installed engine is the gate on the host either way.
 # ---------------------------------------------------------------------------------------------
 FLAG_TABLE = {
     "vllm": {
@@ -89,17 +132,44 @@ FLAG_TABLE = {
         "gpu_memory_fraction": [((0, 0, 0), "--gpu-memory-utilization")],
         "max_concurrency": [((0, 0, 0), "--max-num-seqs")],
         "chat_template": [((0, 0, 0), "--chat-template")],
-        # V0 engines: prefix caching off by default, store_true flag only. From 0.9 a
-        # BooleanOptionalAction (--no-...); from 0.33 every negative boolean is spelled --disable-...
+        # A store_true flag at first; a BooleanOptionalAction (--no-...) from 0.6.5 (its
+        # arg_utils.py; 0.6.4's has none), which matters from 0.8, whose V1 engine caches prefixes
+        # by default; from 0.33 every negative boolean is spelled --disable-...
         "enable_prefix_caching": [
             ((0, 0, 0), ("--enable-prefix-caching", None)),
-            ((0, 9, 0), ("--enable-prefix-caching", "--no-enable-prefix-caching")),
+            ((0, 6, 5), ("--enable-prefix-caching", "--no-enable-prefix-caching")),
             ((0, 33, 0), ("--enable-prefix-caching", "--disable-prefix-caching")),
         ],
         # vLLM always serves /metrics; there is no flag to turn it on or off.
         "enable_metrics": [((0, 0, 0), (None, None))],
         "trust_remote_code": [((0, 0, 0), ("--trust-remote-code", None))],
         "dtype": [((0, 0, 0), "--dtype")],
+        # uvicorn's TLS, passed through by the OpenAI server
+        "tls_certfile": [((0, 0, 0), "--ssl-certfile")],
+        "tls_keyfile": [((0, 0, 0), "--ssl-keyfile")],
+        # tools with tool_choice "auto" answer 400 without both
+        "auto_tool_choice": [((0, 0, 0), ("--enable-auto-tool-choice", None))],
+        "tool_call_parser": [((0, 0, 0), "--tool-call-parser")],
+        # 0.8 needs --enable-reasoning beside the parser; 0.19.1's --help has no such flag (the
+        # parser alone turns it on)
+        "enable_reasoning": [((0, 0, 0), ("--enable-reasoning", None)), ((0, 19, 1), (None, None))],
+        "reasoning_parser": [((0, 0, 0), "--reasoning-parser")],
+        "kv_cache_dtype": [((0, 0, 0), "--kv-cache-dtype")],
+        # the backend of response_format / guided decoding: a flag of its own in 0.8, a key of the
+        # structured-outputs config by 0.19.1 (FlexibleArgumentParser reads the dotted key)
+        "structured_output_backend": [((0, 0, 0), "--guided-decoding-backend"),
+                                      ((0, 19, 1), "--structured-outputs-config.backend")],
+        # The scheduler's token budget per step; with chunked prefill it is also the chunk size,
+        # vLLM having no chunk size of its own (both keys render this flag and must agree).
+        "max_batched_tokens": [((0, 0, 0), "--max-num-batched-tokens")],
+        "prefill_chunk_tokens": [((0, 0, 0), "--max-num-batched-tokens")],
+        "enable_chunked_prefill": [((0, 0, 0), ("--enable-chunked-prefill", "--no-enable-chunked-prefill")),
+                                   ((0, 33, 0), ("--enable-chunked-prefill", "--disable-chunked-prefill"))],
+        "long_prefill_threshold": [((0, 0, 0), "--long-prefill-token-threshold")],
+        # requests then carry a `priority` (lower is served first; the default 0)
+        "priority_scheduling": [((0, 0, 0), (["--scheduling-policy", "priority"], None))],
+        "speculative": [((0, 0, 0), "--speculative-config")],
+        "long_context": [((0, 0, 0), "--hf-overrides")],
     },
     "sglang": {
         "served_model_name": [((0, 0, 0), "--served-model-name")],
@@ -115,7 +185,62 @@ FLAG_TABLE = {
         "enable_metrics": [((0, 0, 0), ("--enable-metrics", None))],
         "trust_remote_code": [((0, 0, 0), ("--trust-remote-code", None))],
         "dtype": [((0, 0, 0), "--dtype")],
+        # The HTTP server's own TLS arrived in 0.5.10 (server_args.py of the 0.5.9 and 0.5.10
+        # wheels); 0.4.6.post5's --help has neither flag.
+        "tls_certfile": [((0, 0, 0), None), ((0, 5, 10), "--ssl-certfile")],
+        "tls_keyfile": [((0, 0, 0), None), ((0, 5, 10), "--ssl-keyfile")],
+        # a tool-call parser is all SGLang needs for tool_choice "auto"
+        "auto_tool_choice": [((0, 0, 0), (None, None))],
+        "tool_call_parser": [((0, 0, 0), "--tool-call-parser")],
+        "enable_reasoning": [((0, 0, 0), (None, None))],
+        "reasoning_parser": [((0, 0, 0), "--reasoning-parser")],
+        "kv_cache_dtype": [((0, 0, 0), "--kv-cache-dtype")],
+        "structured_output_backend": [((0, 0, 0), "--grammar-backend")],
+        # SGLang's nearest to vLLM's step budget: the tokens of one prefill batch
+        "max_batched_tokens": [((0, 0, 0), "--max-prefill-tokens")],
+        "prefill_chunk_tokens": [((0, 0, 0), "--chunked-prefill-size")],
+        # on by default; -1 turns it off (its --help)
+        "enable_chunked_prefill": [((0, 0, 0), (None, ["--chunked-prefill-size", "-1"]))],
+        "long_prefill_threshold": [((0, 0, 0), None)],
+        # requests then carry a `priority` (higher is served first); 0.4.6.post5's --help has no flag
+        "priority_scheduling": [((0, 0, 0), None), ((0, 5, 10), ("--enable-priority-scheduling", None))],
+        "speculative": [((0, 0, 0), "--speculative-algorithm")],
+        "long_context": [((0, 0, 0), "--json-model-override-args")],
     },
+}
+
+# The speculative methods of serving_speculative per engine version, as the engine names them:
+# vLLM's SpeculativeConfig.method (0.8.5.post1's Literal: ngram, eagle, medusa, mlp_speculator,
+# draft_model; 0.19.1 adds eagle3 and the generic mtp), SGLang's --speculative-algorithm choices
+# (0.4.6.post5: EAGLE, EAGLE3, NEXTN; NGRAM by 0.5.10.post1). mtp is the model's own multi-token
+# prediction head (Qwen3-Next, Qwen3.5), which SGLang runs as NEXTN.
+SPECULATIVE_METHODS = {
+    "vllm": [((0, 0, 0), {"ngram": "ngram", "eagle": "eagle"}),
+             ((0, 19, 1), {"ngram": "ngram", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp"})],
+    "sglang": [((0, 0, 0), {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN"}),
+               ((0, 5, 10), {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "ngram": "NGRAM"})],
+}
+SPECULATIVE_KEYS = {"method", "tokens", "lookup_max", "lookup_min", "draft_model"}
+
+# How a YaRN context extension reaches the model's config without touching the checkpoint. With
+# transformers 4 (vLLM 0.8.5.post1, SGLang 0.4.6.post5) the engines multiply max_position_embeddings
+# by rope_scaling's factor and keep rope_theta at the config's top level. With transformers 5
+# (vLLM from 0.19.1, SGLang from 0.5.10.post1) rope_scaling becomes rope_parameters, which carries
+# rope_theta (an override without it falls back to the default theta), and vLLM 0.31 and SGLang
+# 0.5.10 take max_position_embeddings as already scaled (a rope_scaling override alone is refused
+# at 4x the context). Measured with each version's own ModelConfig on Qwen2.5-32B's config.json.
+LONG_CONTEXT_FORMATS = {
+    "vllm": [((0, 0, 0), "rope_scaling"), ((0, 19, 1), "rope_parameters")],
+    "sglang": [((0, 0, 0), "rope_scaling"), ((0, 5, 10), "rope_parameters")],
+}
+LONG_CONTEXT_KEYS = {"factor", "original_max_position"}
+
+# What to do when the engine version has no flag for a spec key that is set, by its variable.
+UNSUPPORTED_HINTS = {
+    "serving_chunked_prefill.long_prefill_threshold": "leave it out ({label} has no long-prefill threshold; "
+                                                      "chunk_tokens bounds a prefill chunk)",
+    "serving_engine_tls": "use a stack profile whose {label} has it, or set serving_engine_tls: false (the "
+                          "engine port then carries plain HTTP, reachable only from the host and its gateways)",
 }
 
 # How each engine starts (entry module, words before the flags, how the model is passed), the
@@ -123,6 +248,7 @@ FLAG_TABLE = {
 ENTRY_TABLE = dict((name, [(engines.version_tuple(first), entry) for first, entry in REGISTRY[name]["entry"]])
                    for name in REGISTRY)
 API_KEY_ENV = dict((name, REGISTRY[name]["api_key_env"]) for name in REGISTRY)
+ADMIN_KEY_ENV = dict((name, REGISTRY[name].get("admin_key_env")) for name in REGISTRY)
 DISTRIBUTIONS = dict((name, REGISTRY[name]["distributions"]) for name in REGISTRY)
 
 # Spec-owned flags and every spelling that reaches the same setting: extra/stack args may not
@@ -144,6 +270,21 @@ SPEC_OWNED = {
         "trust-remote-code": "trust_remote_code",
         "no-trust-remote-code": "trust_remote_code",
         "dtype": "dtype",
+        "ssl-certfile": "tls_certfile", "ssl-keyfile": "tls_keyfile",
+        "enable-auto-tool-choice": "auto_tool_choice", "no-enable-auto-tool-choice": "auto_tool_choice",
+        "disable-auto-tool-choice": "auto_tool_choice",
+        "tool-call-parser": "tool_call_parser",
+        "enable-reasoning": "enable_reasoning",
+        "reasoning-parser": "reasoning_parser",
+        "kv-cache-dtype": "kv_cache_dtype",
+        "guided-decoding-backend": "structured_output_backend",
+        "structured-outputs-config.backend": "structured_output_backend",
+        "max-num-batched-tokens": "max_batched_tokens",
+        "enable-chunked-prefill": "enable_chunked_prefill", "no-enable-chunked-prefill": "enable_chunked_prefill",
+        "disable-chunked-prefill": "enable_chunked_prefill",
+        "long-prefill-token-threshold": "long_prefill_threshold",
+        "scheduling-policy": "priority_scheduling",
+        "speculative-config": "speculative",
         "api-key": "api_key",
     },
     "sglang": {
@@ -159,7 +300,20 @@ SPEC_OWNED = {
         "enable-metrics": "enable_metrics",
         "trust-remote-code": "trust_remote_code",
         "dtype": "dtype",
+        "ssl-certfile": "tls_certfile", "ssl-keyfile": "tls_keyfile",
+        "tool-call-parser": "tool_call_parser",
+        "reasoning-parser": "reasoning_parser",
+        "kv-cache-dtype": "kv_cache_dtype",
+        "grammar-backend": "structured_output_backend",
+        "max-prefill-tokens": "max_batched_tokens",
+        "chunked-prefill-size": "prefill_chunk_tokens",
+        "enable-priority-scheduling": "priority_scheduling",
+        "speculative-algorithm": "speculative",
+        "speculative-draft-model-path": "speculative", "speculative-draft-model": "speculative",
+        "speculative-num-steps": "speculative", "speculative-eagle-topk": "speculative",
+        "speculative-num-draft-tokens": "speculative",
         "api-key": "api_key",
+        "admin-api-key": "admin_api_key",
     },
 }
 
@@ -243,6 +397,83 @@ def flag_table(engine, engine_version):
     return dict((key, _pick(rows, version)) for key, rows in FLAG_TABLE[engine].items())
 
 
+def rule_flags(rule):
+    """The flag names a rule can render: a flag, a (when true, when false) pair, or a list of argv
+    pieces (flag and value) in place of a flag."""
+    out = []
+    for part in (rule if isinstance(rule, tuple) else (rule,)):
+        if isinstance(part, list):
+            part = part[0]
+        if part:
+            out.append(part)
+    return out
+
+
+def first_version_with(engine, key):
+    """The first version whose row for `key` renders a flag ('0.5.10'), or None."""
+    for since, rule in FLAG_TABLE[engine][key]:
+        if rule_flags(rule):
+            return ".".join(str(n) for n in since)
+    return None
+
+
+def _dotted(version):
+    return ".".join(str(n) for n in version)
+
+
+def speculative_methods(engine, engine_version):
+    """{serving_speculative method: the engine's name for it} for one engine version."""
+    return dict(_pick(SPECULATIVE_METHODS[engine], parse_version(engine_version)))
+
+
+def unsupported_msg(engine, engine_version, key, value=None):
+    """Why a set spec key (with `value`, where the version support depends on it) cannot be
+    rendered for this version, naming its variable, or None."""
+    label = REGISTRY[engine]["label"]
+    if key == "speculative" and isinstance(value, dict) and value.get("method") is not None:
+        methods = speculative_methods(engine, engine_version)
+        method = value["method"]
+        if method not in methods:
+            since = [_dotted(v) for v, names in SPECULATIVE_METHODS[engine] if method in names]
+            return ("serving_speculative: %s %s has no %r speculative method%s (it has %s); use a stack profile "
+                    "whose %s has it, or another method" % (
+                        label, engine_version, method, (", first in %s %s" % (label, since[0])) if since else "",
+                        ", ".join(sorted(methods)), label))
+    if flag_table(engine, engine_version)[key] is not None:
+        return None
+    since = first_version_with(engine, key)
+    hint = UNSUPPORTED_HINTS.get(SPEC_VARIABLES[key], "use a stack profile whose {label} has it")
+    return ("%s: %s %s has no flag for it (%s%s); %s" % (
+        SPEC_VARIABLES[key], label, engine_version, key,
+        (", first in %s %s" % (label, since)) if since else "", hint.format(label=label)))
+
+
+def engine_flag_problems_for(engine, engine_version, settings):
+    """What is wrong with some spec keys before anything is rendered: their values (normalize_spec's
+    checks) and unsupported_msg() of every set key. settings is {spec key: value}; a list of keys
+    means each is set to true."""
+    values = isinstance(settings, dict)
+    if not values:
+        settings = dict((key, True) for key in settings)
+    unknown = sorted(set(settings) - set(SPEC_DEFAULTS))
+    if unknown:
+        raise EngineArgsError("unknown spec keys %s; known keys: %s" % (", ".join(unknown), ", ".join(sorted(SPEC_DEFAULTS))))
+    if values:
+        try:
+            normalize_spec(dict({"model_path": "/", "served_model_name": "m", "host": "127.0.0.1", "port": 1},
+                                **settings))
+        except EngineArgsError as exc:
+            return [exc.msg]
+    problems = []
+    for key, value in sorted(settings.items()):
+        if value is None or value is False:
+            continue
+        msg = unsupported_msg(engine, engine_version, key, value)
+        if msg:
+            problems.append(msg)
+    return problems
+
+
 # ---------------------------------------------------------------------------------------------
 # input checks
 # ---------------------------------------------------------------------------------------------
@@ -263,7 +494,7 @@ def normalize_spec(spec):
     for key, value in spec.items():
         if value is not None:
             out[key] = value
-        elif key not in ("enable_prefix_caching", "enable_metrics", "trust_remote_code", "tensor_parallel"):
+        elif key not in BOOL_SPEC_KEYS + ("tensor_parallel",):
             out[key] = None
 
     def bad(key, what):
@@ -286,15 +517,70 @@ def normalize_spec(spec):
     if fraction is not None:
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             bad("gpu_memory_fraction", "must be a number in (0, 1] or null (engine default)")
-    for key in ("chat_template", "dtype"):
+    for key in ("chat_template", "dtype", "kv_cache_dtype", "tool_call_parser", "reasoning_parser",
+                "structured_output_backend"):
         if out[key] is not None and (not isinstance(out[key], str) or not out[key].strip()):
             bad(key, "must be a non-empty string or null")
-    for key in ("enable_prefix_caching", "enable_metrics", "trust_remote_code"):
+    for key in ("max_batched_tokens", "prefill_chunk_tokens", "long_prefill_threshold"):
+        if out[key] is not None and (not _is_int(out[key]) or out[key] < 1):
+            bad(key, "must be an integer >= 1 or null (engine default)")
+    for key in BOOL_SPEC_KEYS:
         if not isinstance(out[key], bool):
             bad(key, "must be true or false")
+    for key in OPTIONAL_BOOL_SPEC_KEYS:
+        if out[key] is not None and not isinstance(out[key], bool):
+            bad(key, "must be true, false or null (engine default)")
+    if out["enable_chunked_prefill"] is False:
+        for key in ("prefill_chunk_tokens", "long_prefill_threshold"):
+            if out[key] is not None:
+                bad(key, "sizes chunked prefill, which serving_chunked_prefill turns off")
+    _check_speculative(out["speculative"], bad)
+    _check_long_context(out["long_context"], bad)
+    if out["auto_tool_choice"] and not out["tool_call_parser"]:
+        bad("auto_tool_choice", "needs a tool-call parser (serving_tool_call_parser)")
+    if out["enable_reasoning"] and not out["reasoning_parser"]:
+        bad("enable_reasoning", "needs a reasoning parser (serving_reasoning_parser)")
     if any(ch.isspace() for ch in out["served_model_name"]):
         bad("served_model_name", "must not contain whitespace")
     return out
+
+
+def _check_speculative(value, bad):
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        bad("speculative", "must be null or a dict like {method: ngram, tokens: 4}")
+    unknown = sorted(set(value) - SPECULATIVE_KEYS)
+    if unknown:
+        bad("speculative", "has unknown keys %s (known: %s)" % (", ".join(unknown), ", ".join(sorted(SPECULATIVE_KEYS))))
+    methods = set(name for rows in SPECULATIVE_METHODS.values() for dummy, names in rows for name in names)
+    method = value.get("method")
+    if method not in methods:
+        bad("speculative", "needs a method: %s" % ", ".join(sorted(methods)))
+    for key in ("tokens", "lookup_max", "lookup_min"):
+        if value.get(key) is not None and (not _is_int(value[key]) or value[key] < 1):
+            bad("speculative", "%s must be an integer >= 1" % key)
+    if method != "ngram" and (value.get("lookup_max") is not None or value.get("lookup_min") is not None):
+        bad("speculative", "lookup_max and lookup_min bound the n-gram prompt lookup (method ngram only)")
+    if (value.get("lookup_min") or 1) > (value.get("lookup_max") or value.get("lookup_min") or 1):
+        bad("speculative", "lookup_min must not exceed lookup_max")
+    if method in ("eagle", "eagle3"):
+        if not isinstance(value.get("draft_model"), str) or not value["draft_model"].strip():
+            bad("speculative", "method %s needs draft_model (the draft head's local folder)" % method)
+    elif value.get("draft_model") is not None:
+        bad("speculative", "draft_model is for eagle and eagle3 (ngram looks up the prompt; mtp is the model's own head)")
+
+
+def _check_long_context(value, bad):
+    if value is None:
+        return
+    if not isinstance(value, dict) or set(value) != LONG_CONTEXT_KEYS:
+        bad("long_context", "must be null or {factor: 4.0, original_max_position: 32768} (YaRN)")
+    factor, origin = value["factor"], value["original_max_position"]
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 1:
+        bad("long_context", "factor must be a number above 1")
+    if not _is_int(origin) or origin < 1:
+        bad("long_context", "original_max_position must be an integer >= 1 (the context the model was trained at)")
 
 
 def _flag_key(raw, where):
@@ -345,8 +631,8 @@ def _scalar(value, where, key):
 
 
 def _owned_by_spec(engine, key):
-    head = key.partition(".")[0]
-    return SPEC_OWNED[engine].get(head)
+    # a dotted key (vLLM's --json-arg.key) is the spec's when the key or its flag is
+    return SPEC_OWNED[engine].get(key) or SPEC_OWNED[engine].get(key.partition(".")[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,18 +672,48 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         prefix.append(spec["model_path"])
     else:
         add([entry["model"], spec["model_path"]], "spec")
-    for key in ("served_model_name", "host", "port", "tensor_parallel", "max_model_len",
-                "gpu_memory_fraction", "max_concurrency", "chat_template", "dtype"):
+    by_spec = {}
+
+    def add_spec(key, pieces):
+        # two spec keys may render the same flag (vLLM's step budget is its chunk size): once, if they agree
+        if pieces[0] in by_spec:
+            other, value = by_spec[pieces[0]]
+            if value != pieces[1:]:
+                raise EngineArgsError("%s and %s both set %s for %s %s and differ (%s, %s); set one of them" % (
+                    SPEC_VARIABLES[other], SPEC_VARIABLES[key], pieces[0], engine, engine_version,
+                    " ".join(value), " ".join(pieces[1:])))
+            return
+        by_spec[pieces[0]] = (key, pieces[1:])
+        add(pieces, "spec")
+
+    for key in VALUE_SPEC_KEYS:
         if spec[key] is not None:
-            add([table[key], _scalar(spec[key], "spec", key)], "spec")
-    for key in ("enable_prefix_caching", "enable_metrics", "trust_remote_code"):
+            if table[key] is None:
+                raise EngineArgsError(unsupported_msg(engine, engine_version, key))
+            add_spec(key, [table[key], _scalar(spec[key], "spec", key)])
+    for key in BOOL_SPEC_KEYS + OPTIONAL_BOOL_SPEC_KEYS:
+        if spec[key] is None:
+            continue
+        if table[key] is None:
+            if spec[key]:
+                raise EngineArgsError(unsupported_msg(engine, engine_version, key))
+            continue
         when_true, when_false = table[key]
         flag = when_true if spec[key] else when_false
         if flag:
-            add([flag], "spec")
+            add_spec(key, list(flag) if isinstance(flag, list) else [flag])
         elif key == "enable_metrics" and not spec[key] and engine == "vllm":
             warnings.append("vLLM always serves /metrics; serving_enable_metrics=false has no vLLM flag "
                             "(keep /metrics behind the gateway)")
+    if spec["speculative"] is not None:
+        problem = unsupported_msg(engine, engine_version, "speculative", spec["speculative"])
+        if problem:
+            raise EngineArgsError(problem)
+        for pieces in _speculative_pieces(engine, engine_version, spec["speculative"]):
+            add_spec("speculative", pieces)
+    if spec["long_context"] is not None:
+        add_spec("long_context", [table["long_context"],
+                                  _long_context_json(engine, engine_version, spec["long_context"], spec["model_path"])])
 
     # stack args first, extra args may override them (not the spec)
     merged = {}
@@ -414,6 +730,12 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
                 warnings.append("serving_engine_extra_args overrides the stack profile's --%s (%r -> %r)"
                                 % (key, merged[key][0], args[raw]))
             merged[key] = (args[raw], source, where)
+    override_flag = table["long_context"].lstrip("-")
+    if spec["long_context"] is not None and override_flag in merged:
+        raise EngineArgsError(
+            "%s: --%s and serving_long_context both override the model's config; put the rope scaling in "
+            "serving_long_context only, or the whole override in --%s" % (merged[override_flag][2], override_flag,
+                                                                          override_flag))
     for key in sorted(merged):
         value, source, where = merged[key]
         add(_render_value(engine, key, value, where), source)
@@ -437,16 +759,83 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         "sources": sources,
         "env": env,
         "api_key_env": API_KEY_ENV[engine],
+        "admin_key_env": ADMIN_KEY_ENV[engine],
         "warnings": warnings,
         "launcher": launcher_info() if engine == "sglang" else None,
     }
 
 
+def _speculative_pieces(engine, engine_version, value):
+    """argv pieces (lists) of serving_speculative for one engine version."""
+    name = speculative_methods(engine, engine_version)[value["method"]]
+    tokens = value.get("tokens") or (4 if value["method"] == "ngram" else 3)
+    if engine == "vllm":
+        config = {"method": name, "num_speculative_tokens": tokens}
+        if value["method"] == "ngram":
+            config["prompt_lookup_max"] = value.get("lookup_max") or 4
+            config["prompt_lookup_min"] = value.get("lookup_min") or 1
+        if value.get("draft_model"):
+            config["model"] = value["draft_model"]
+        return [["--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))]]
+    if value["method"] == "ngram":
+        if value.get("lookup_max") or value.get("lookup_min"):
+            raise EngineArgsError("serving_speculative: lookup_max and lookup_min are vLLM's prompt-lookup bounds; "
+                                  "SGLang's n-gram drafter has none: leave them out")
+        return [["--speculative-algorithm", name], ["--speculative-num-draft-tokens", str(tokens)]]
+    # EAGLE-style drafting, one chain (top-k 1): `tokens` steps propose tokens + 1 draft tokens
+    # (SGLang's speculative decoding docs)
+    pieces = [["--speculative-algorithm", name]]
+    if value.get("draft_model"):
+        pieces.append(["--speculative-draft-model-path", value["draft_model"]])
+    return pieces + [["--speculative-num-steps", str(tokens)], ["--speculative-eagle-topk", "1"],
+                     ["--speculative-num-draft-tokens", str(tokens + 1)]]
+
+
+def _model_config(model_path):
+    path = os.path.join(model_path, "config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _long_context_json(engine, engine_version, value, model_path):
+    """The config override of serving_long_context (YaRN) as the engine version reads it."""
+    fmt = _pick(LONG_CONTEXT_FORMATS[engine], parse_version(engine_version))
+    factor, origin = value["factor"], value["original_max_position"]
+    yarn = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": origin}
+    config = _model_config(model_path)
+    if config is not None:
+        if isinstance(config.get("text_config"), dict):
+            raise EngineArgsError(
+                "serving_long_context: the model at %s keeps its language model under text_config, which this "
+                "override does not reach; give the whole override in serving_engine_extra_args (%s)"
+                % (model_path, FLAG_TABLE[engine]["long_context"][0][1]))
+        current = config.get("rope_scaling") or config.get("rope_parameters") or {}
+        if (current.get("rope_type") or current.get("type") or "default") != "default":
+            raise EngineArgsError(
+                "serving_long_context: the model's config.json at %s already scales its rope (%s); leave "
+                "serving_long_context unset" % (model_path, json.dumps(current, sort_keys=True)))
+    if fmt == "rope_scaling":
+        override = {"rope_scaling": yarn}
+    else:
+        if config is None:
+            raise EngineArgsError(
+                "serving_long_context: %s %s reads the override as rope_parameters, which must carry the model's "
+                "rope_theta: no config.json at %s to read it from" % (engine, engine_version, model_path))
+        theta = config.get("rope_theta") or (config.get("rope_parameters") or {}).get("rope_theta")
+        if theta is not None:
+            yarn["rope_theta"] = theta
+        override = {"rope_parameters": yarn, "max_position_embeddings": int(origin * factor)}
+    return json.dumps(override, sort_keys=True, separators=(",", ":"))
+
+
 def _override_msg(engine, where, key, owner):
     variable = SPEC_VARIABLES[owner]
-    if owner == "api_key":
+    if owner in ("api_key", "admin_api_key"):
         return ("%s: --%s is not allowed: the API key never goes on the command line; set %s "
-                "(the engine reads it from %s)" % (where, key, variable, API_KEY_ENV[engine]))
+                "(the engine reads it from %s)" % (where, key, variable,
+                                                   (API_KEY_ENV if owner == "api_key" else ADMIN_KEY_ENV)[engine]))
     return ("%s: --%s sets what the serving spec owns (%s); set %s instead of passing --%s"
             % (where, key, owner, variable, key))
 
@@ -644,9 +1033,8 @@ def _spec_flags(engine, engine_version):
     if entry["model"] != "positional":
         out.append(("model_path", entry["model"]))
     for key, rule in sorted(flag_table(engine, engine_version).items()):
-        for flag in (rule if isinstance(rule, tuple) else (rule,)):
-            if flag:
-                out.append((key, flag))
+        for flag in rule_flags(rule):
+            out.append((key, flag))
     return out
 
 
@@ -715,6 +1103,7 @@ def build(engine, engine_version, spec, extra_args=None, stack_args=None, valida
         "flags": rendered["flags"],
         "env": rendered["env"],
         "api_key_env": rendered["api_key_env"],
+        "admin_key_env": rendered["admin_key_env"],
         "entry_module": rendered["entry_module"],
         "flag_sources": rendered["sources"],
         "warnings": rendered["warnings"],

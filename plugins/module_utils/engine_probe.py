@@ -57,7 +57,13 @@ def build_vllm(res):
             errors.append("%s: %s" % (where, exc))
     if make is None:
         raise ImportError("make_arg_parser not found: " + "; ".join(errors))
-    return make(FlexibleArgumentParser(prog="vllm serve"))
+    parser = make(FlexibleArgumentParser(prog="vllm serve"))
+    if not any(action.dest == "model_tag" for action in parser._actions):
+        # Up to 0.8 `vllm serve` adds its positional model in the serve subcommand, not in
+        # make_arg_parser (vllm/entrypoints/cli/serve.py, subparser_init): add it the same way.
+        parser.add_argument("model_tag", type=str, nargs="?")
+        res["parser_source"] += " + the serve subcommand's model_tag"
+    return parser
 
 
 def build_sglang(res):

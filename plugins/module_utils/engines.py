@@ -36,22 +36,34 @@ REGISTRY = {
                        "model": "positional"}),
         ],
         "api_key_env": "VLLM_API_KEY",
+        # vLLM has no admin routes behind a key of their own
+        "admin_key_env": None,
         # polled before the readiness generation
         "health_path": "/health",
         # words in a listener's command line that make it our own engine (preflight re-runs)
         "process_words": ["vllm"],
         "metric_prefix": "vllm:",
         # vLLM deprecated vllm:gpu_cache_usage_perc for vllm:kv_cache_usage_perc during 0.9 and
-        # later removed the old name; tests check every name against a real scrape
+        # later removed the old name; tests check every name against a real scrape.
+        # requests_total / errors_total are PromQL selectors of counters whose rates give the error
+        # share: every finished request counts under its finished_reason, and "error" is a
+        # request-level engine error the server answers with 500. A version whose finish reasons
+        # have no "error" never exports that series, so its error-rate alert cannot fire.
         "metrics": [
             ("0.0.0", {"kv_usage": "vllm:gpu_cache_usage_perc",
                        "running": "vllm:num_requests_running",
                        "waiting": "vllm:num_requests_waiting",
-                       "ttft_bucket": "vllm:time_to_first_token_seconds_bucket"}),
+                       "ttft_bucket": "vllm:time_to_first_token_seconds_bucket",
+                       "e2e_bucket": "vllm:e2e_request_latency_seconds_bucket",
+                       "requests_total": "vllm:request_success_total",
+                       "errors_total": 'vllm:request_success_total{finished_reason="error"}'}),
             ("0.10.0", {"kv_usage": "vllm:kv_cache_usage_perc",
                         "running": "vllm:num_requests_running",
                         "waiting": "vllm:num_requests_waiting",
-                        "ttft_bucket": "vllm:time_to_first_token_seconds_bucket"}),
+                        "ttft_bucket": "vllm:time_to_first_token_seconds_bucket",
+                        "e2e_bucket": "vllm:e2e_request_latency_seconds_bucket",
+                        "requests_total": "vllm:request_success_total",
+                        "errors_total": 'vllm:request_success_total{finished_reason="error"}'}),
         ],
         # printed by the engine venv's python: the architectures the installed engine registers
         "registry_probe": (
@@ -60,7 +72,12 @@ REGISTRY = {
             "print(json.dumps(sorted(R.get_supported_archs())))\n"
         ),
         # lowest version known to ship each architecture, used only while no venv exists to ask
-        # (release notes; Qwen model cards: Qwen3 vllm>=0.8.5, Qwen3-Next vllm>=0.10.2)
+        # (release notes; Qwen model cards: Qwen3 vllm>=0.8.5). The Qwen3-Next and Qwen3.5 rows
+        # are read from vllm/model_executor/models/registry.py of the released wheels:
+        # Qwen3NextForCausalLM is absent from v0.10.1.1 and listed from v0.10.2;
+        # Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration (the
+        # architectures of the Qwen3.5 and Qwen3.6 checkpoints) are absent from v0.16.0 and
+        # listed from v0.17.0.
         "arch_min_version": {
             "LlamaForCausalLM": "0.1.0",
             "MistralForCausalLM": "0.2.0",
@@ -71,7 +88,23 @@ REGISTRY = {
             "Qwen3ForCausalLM": "0.8.5",
             "Qwen3MoeForCausalLM": "0.8.5",
             "Qwen3NextForCausalLM": "0.10.2",
+            "Qwen3_5ForConditionalGeneration": "0.17.0",
+            "Qwen3_5MoeForConditionalGeneration": "0.17.0",
         },
+        # The tool-call parser for each tool-call format of a chat template: "json" is Qwen2.5 and
+        # Qwen3's <tool_call>{"name": ..., "arguments": ...}</tool_call>, "xml" the
+        # <tool_call><function=...><parameter=...> of Qwen3-Coder and the Qwen3.5 generation. Rows
+        # are the versions whose --help lists the parser (tests/fixtures/engines).
+        "tool_call_parsers": [
+            ("0.0.0", {"json": "hermes"}),
+            ("0.19.1", {"json": "hermes", "xml": "qwen3_coder"}),
+        ],
+        # The reasoning parser that moves a <think>...</think> block into reasoning_content: 0.8.5's
+        # parsers are deepseek_r1 and granite (its --help); qwen3 is registered by 0.19.1.
+        "reasoning_parsers": [
+            ("0.0.0", {"think": "deepseek_r1"}),
+            ("0.19.1", {"think": "qwen3"}),
+        ],
         # GPU memory budget behaviour (plan.py): whether CUDA-graph memory is inside the budget,
         # the KV block size, and the scheduler defaults `vllm serve` picks by GPU size
         "budget": [
@@ -89,15 +122,25 @@ REGISTRY = {
                        "engine_module": "sglang.launch_server"}),
         ],
         "api_key_env": "LLMOPS_SGLANG_API_KEY",
+        # the admin routes' own key (--admin-api-key, where the installed SGLang has it): with it set,
+        # the API key no longer opens /flush_cache, /update_weights_from_disk, /abort_request...
+        "admin_key_env": "LLMOPS_SGLANG_ADMIN_API_KEY",
         # runs a generation inside the server, so it fails while the model cannot generate
         "health_path": "/health_generate",
         "process_words": ["sglang"],
         "metric_prefix": "sglang:",
+        # requests_total / errors_total: HTTP responses by status_code, without Prometheus' own
+        # scrapes and the health probes (they would dilute the share of failed requests); 5xx are
+        # the errors.
         "metrics": [
             ("0.0.0", {"kv_usage": "sglang:token_usage",
                        "running": "sglang:num_running_reqs",
                        "waiting": "sglang:num_queue_reqs",
-                       "ttft_bucket": "sglang:time_to_first_token_seconds_bucket"}),
+                       "ttft_bucket": "sglang:time_to_first_token_seconds_bucket",
+                       "e2e_bucket": "sglang:e2e_request_latency_seconds_bucket",
+                       "requests_total": 'sglang:http_responses_total{endpoint!~"/metrics|/health.*"}',
+                       "errors_total": 'sglang:http_responses_total{endpoint!~"/metrics|/health.*",'
+                                       ' status_code=~"5.."}'}),
         ],
         "registry_probe": (
             "import json\n"
@@ -105,7 +148,11 @@ REGISTRY = {
             "f = getattr(R, 'get_supported_archs', None)\n"
             "print(json.dumps(sorted(f() if f else R.models.keys())))\n"
         ),
-        # (Qwen model cards: Qwen3 sglang>=0.4.6.post1, Qwen3-Next sglang>=0.5.2)
+        # (Qwen model cards: Qwen3 sglang>=0.4.6.post1). The Qwen3-Next and Qwen3.5 rows are read
+        # from the EntryClass of python/sglang/srt/models/ in the released wheels: qwen3_next.py
+        # (Qwen3NextForCausalLM) is absent from v0.5.1.post3 and ships from v0.5.2; qwen3_5.py
+        # (Qwen3_5MoeForConditionalGeneration, Qwen3_5ForConditionalGeneration) is absent from
+        # v0.5.8.post1 and ships from v0.5.9.
         "arch_min_version": {
             "LlamaForCausalLM": "0.1.0",
             "MistralForCausalLM": "0.1.0",
@@ -116,7 +163,16 @@ REGISTRY = {
             "Qwen3ForCausalLM": "0.4.6.post1",
             "Qwen3MoeForCausalLM": "0.4.6.post1",
             "Qwen3NextForCausalLM": "0.5.2",
+            "Qwen3_5ForConditionalGeneration": "0.5.9",
+            "Qwen3_5MoeForConditionalGeneration": "0.5.9",
         },
+        "reasoning_parsers": [
+            ("0.0.0", {"think": "qwen3"}),
+        ],
+        "tool_call_parsers": [
+            ("0.0.0", {"json": "qwen25"}),
+            ("0.5.10", {"json": "qwen25", "xml": "qwen3_coder"}),
+        ],
         "budget": [
             ("0.0.0", {"cudagraph_in_budget": False, "block_size": 1}),
         ],
@@ -124,7 +180,7 @@ REGISTRY = {
 }
 
 ENGINES = tuple(sorted(REGISTRY))
-VERSIONED = ("entry", "metrics", "budget")
+VERSIONED = ("entry", "metrics", "budget", "tool_call_parsers", "reasoning_parsers")
 
 
 class UnknownEngine(ValueError):
@@ -166,7 +222,7 @@ def engine_info(engine, version=None):
     info = dict((k, v) for k, v in data.items() if k not in VERSIONED + ("registry_probe",))
     info["name"] = engine
     info["unit"] = "llmops-%s.service" % engine
-    info["entry"] = pick(data["entry"], version)
-    info["metrics"] = pick(data["metrics"], version)
-    info["budget"] = dict(pick(data["budget"], version))
+    for key in VERSIONED:
+        # a copy: callers may change what they get without changing the registry
+        info[key] = dict(pick(data[key], version))
     return info

@@ -70,9 +70,86 @@ def text_config(config):
             merged.setdefault(key, value)
             if key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                        "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
-                       "max_position_embeddings", "rope_scaling"):
+                       "max_position_embeddings", "rope_scaling") + HYBRID_KEYS:
                 merged[key] = value
     return merged
+
+
+# The language model's layout fields of hybrid and MoE configs (Qwen3-Next, Qwen3.5/3.6): under
+# text_config they describe the decoder, whatever the multimodal wrapper says.
+HYBRID_KEYS = ("layer_types", "full_attention_interval", "linear_num_key_heads",
+               "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+               "linear_conv_kernel_dim", "mamba_ssm_dtype", "num_experts", "num_experts_per_tok",
+               "moe_intermediate_size", "shared_expert_intermediate_size", "attn_output_gate",
+               "rope_parameters")
+LINEAR_ATTENTION = "linear_attention"
+
+
+def layer_kinds(config):
+    """Kind of each decoder layer: "linear_attention" for the gated-delta-net layers of hybrid
+    models (a fixed recurrent state per sequence, no per-token KV), else the layer keeps a KV
+    cache. From layer_types when given, else full_attention_interval (every interval-th layer is
+    full attention, transformers' Qwen3-Next/Qwen3.5 default); other models are all attention."""
+    c = text_config(config)
+    layers = int(c["num_hidden_layers"])
+    types = c.get("layer_types")
+    if isinstance(types, list) and types:
+        kinds = [str(t) for t in types[:layers]]
+        return kinds + ["full_attention"] * (layers - len(kinds))
+    interval = c.get("full_attention_interval")
+    if interval and c.get("linear_num_value_heads"):
+        return [LINEAR_ATTENTION if (i + 1) % int(interval) else "full_attention"
+                for i in range(layers)]
+    return ["full_attention"] * layers
+
+
+def linear_attention_shape(config):
+    """The gated-delta-net dimensions of a hybrid model's linear-attention layers, or None (no
+    such layers, or a config that does not name them)."""
+    c = text_config(config)
+    names = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+             "linear_value_head_dim")
+    if LINEAR_ATTENTION not in layer_kinds(config) or not all(c.get(n) for n in names):
+        return None
+    ssm = c.get("mamba_ssm_dtype")
+    return {"num_key_heads": int(c["linear_num_key_heads"]),
+            "num_value_heads": int(c["linear_num_value_heads"]),
+            "key_head_dim": int(c["linear_key_head_dim"]),
+            "value_head_dim": int(c["linear_value_head_dim"]),
+            "conv_kernel_dim": int(c.get("linear_conv_kernel_dim") or 4),
+            "ssm_dtype": str(ssm).replace("torch.", "") if ssm else None}
+
+
+def linear_state_bytes(shape, tp, model_dtype_bytes, engine="vllm"):
+    """Recurrent state of one linear-attention layer for one sequence on one GPU, in bytes:
+    dict(conv_bytes, ssm_bytes, layer_bytes).
+
+    Shapes as both engines size them (vLLM model_executor/layers/mamba/mamba_utils.py
+    MambaStateShapeCalculator.gated_delta_net_state_shape, the same from v0.10.2 to v0.32.0;
+    SGLang srt/configs/qwen3_next.py hybrid_gdn_params in v0.5.2, Mamba2StateShape.create in
+    srt/configs/mamba_utils.py in v0.5.23):
+        conv  = (2 x key_heads x key_head_dim + value_heads x value_head_dim) / tp
+                x (conv_kernel - 1) elements          (q, k and v of the short convolution)
+        ssm   = value_heads / tp x value_head_dim x key_head_dim elements
+    dtypes: vLLM keeps the conv state in the model dtype (--mamba-cache-dtype auto) and the ssm
+    state in --mamba-ssm-cache-dtype, which auto makes the conv dtype except that Qwen3.5 configs'
+    mamba_ssm_dtype sets it (model_executor/models/config.py Qwen3_5ForConditionalGenerationConfig,
+    v0.17.0 on; MambaStateDtypeCalculator._mamba_state_dtype). SGLang keeps conv in bfloat16 and
+    ssm in --mamba-ssm-dtype, float32 unless the config's mamba_ssm_dtype says otherwise
+    (mamba2_state_dtype). Speculative decoding would add num_spec conv rows; not modelled."""
+    tp = int(tp)
+    conv_dim = 2 * shape["num_key_heads"] * shape["key_head_dim"] + \
+        shape["num_value_heads"] * shape["value_head_dim"]
+    conv = conv_dim // tp * (shape["conv_kernel_dim"] - 1)
+    ssm = shape["num_value_heads"] // tp * shape["value_head_dim"] * shape["key_head_dim"]
+    ssm_dtype = shape.get("ssm_dtype")
+    if engine == "sglang":
+        conv_bytes, ssm_bytes = 2, DTYPE_BYTES.get(ssm_dtype or "float32", 4)
+    else:
+        conv_bytes = max(2, min(4, int(model_dtype_bytes or 2)))
+        ssm_bytes = DTYPE_BYTES.get(ssm_dtype, conv_bytes) if ssm_dtype else conv_bytes
+    return {"conv_bytes": conv * conv_bytes, "ssm_bytes": ssm * ssm_bytes,
+            "layer_bytes": conv * conv_bytes + ssm * ssm_bytes}
 
 
 def config_dtype(config):
@@ -89,6 +166,9 @@ def max_context(config):
     its factor, except types that already extend it (llama3, longrope/su)."""
     base = config.get("max_position_embeddings")
     scaling = config.get("rope_scaling")
+    if scaling is None and isinstance(config.get("rope_parameters"), dict):
+        # transformers 5 keeps rope scaling in rope_parameters (Qwen3.5 configs)
+        scaling = config["rope_parameters"]
     if not base:
         return None, "unknown"
     if isinstance(scaling, dict):
@@ -102,8 +182,38 @@ def max_context(config):
     return int(base), "max_position_embeddings"
 
 
+def apply_long_context(facts, long_context):
+    """The facts as the engine sees the model when it is started with a YaRN rope_scaling
+    override (serving_long_context: dict(factor, original_max_position)): a copy whose context
+    limit is original_max_position x factor, by max_context's own rule. The checkpoint's
+    config.json is left as it is. ``long_context`` empty returns the facts unchanged."""
+    if not long_context:
+        return facts
+    if not isinstance(long_context, dict):
+        raise ValueError("serving_long_context must be a dict like {factor: 4.0, "
+                         "original_max_position: 32768}, got %r" % (long_context,))
+    original = long_context.get("original_max_position")
+    try:
+        factor = float(long_context.get("factor"))
+        original = int(original)
+    except (TypeError, ValueError):
+        factor, original = 0, 0
+    if isinstance(long_context.get("factor"), bool) or factor <= 1 or original <= 0:
+        raise ValueError("serving_long_context needs a factor above 1 and original_max_position "
+                         "(the context the checkpoint was trained for), e.g. {factor: 4.0, "
+                         "original_max_position: 32768}; got %r" % (long_context,))
+    scaling = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original}
+    limit = max_context({"max_position_embeddings": original, "rope_scaling": scaling})[0]
+    out = dict(facts)
+    out.update({"rope_scaling": scaling, "max_context": limit,
+                "max_context_source": "serving_long_context YaRN x%s" % factor,
+                "long_context": scaling})
+    return out
+
+
 def estimate_parameters(config):
-    """Parameter count from the config alone (dense and MoE decoder-only transformers)."""
+    """Parameter count from the config alone (dense, MoE and hybrid linear-attention decoders;
+    a multimodal checkpoint's vision tower and multi-token-prediction layers are not counted)."""
     c = text_config(config)
     hidden = int(c["hidden_size"])
     layers = int(c["num_hidden_layers"])
@@ -113,12 +223,26 @@ def estimate_parameters(config):
     vocab = int(c.get("vocab_size") or 0)
     inter = int(c.get("intermediate_size") or 0)
     q_dim, kv_dim = heads * head_dim, kv_heads * head_dim
+    kinds = layer_kinds(config)
+    linear = linear_attention_shape(config)
     attn = hidden * q_dim + 2 * hidden * kv_dim + q_dim * hidden
+    if linear and c.get("attn_output_gate", True):
+        attn += hidden * q_dim  # hybrid full attention: q_proj also yields the output gate
     if c.get("model_type") in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl") or \
             c.get("attention_bias") or c.get("qkv_bias"):
         attn += q_dim + 2 * kv_dim
     if c.get("model_type", "").startswith("qwen3"):
         attn += 2 * head_dim  # q_norm, k_norm
+    linear_attn = attn
+    if linear:
+        # gated delta net: in_proj q, k, v, z and b, a; depthwise conv over q, k, v (no bias);
+        # dt_bias, A_log; the gated norm over value_head_dim; out_proj
+        key_dim = linear["num_key_heads"] * linear["key_head_dim"]
+        value_dim = linear["num_value_heads"] * linear["value_head_dim"]
+        conv_dim = 2 * key_dim + value_dim
+        linear_attn = hidden * (2 * key_dim + 2 * value_dim) \
+            + hidden * 2 * linear["num_value_heads"] + conv_dim * linear["conv_kernel_dim"] \
+            + 2 * linear["num_value_heads"] + linear["value_head_dim"] + value_dim * hidden
     norms = 2 * hidden
     dense_mlp = 3 * hidden * inter
     experts = int(c.get("num_experts") or c.get("num_local_experts") or 0)
@@ -133,9 +257,11 @@ def estimate_parameters(config):
         mlp_only = set(c.get("mlp_only_layers") or [])
         for layer in range(layers):
             sparse = layer not in mlp_only and (layer + 1) % sparse_step == 0
-            total += attn + norms + (moe if sparse else dense_mlp)
+            mixer = linear_attn if kinds[layer] == LINEAR_ATTENTION else attn
+            total += mixer + norms + (moe if sparse else dense_mlp)
     else:
-        total = layers * (attn + norms + dense_mlp)
+        for kind in kinds:
+            total += (linear_attn if kind == LINEAR_ATTENTION else attn) + norms + dense_mlp
     embed = vocab * hidden
     total += embed + hidden  # embeddings + final norm
     if not c.get("tie_word_embeddings", False):
@@ -322,6 +448,9 @@ def analyze_model(model_dir=None, config=None, engine=None, engine_version=None,
     dtype = config_dtype(config)
     quant = config.get("quantization_config") or c.get("quantization_config")
     limit, limit_source = max_context(c)
+    kinds = layer_kinds(config)
+    linear_layers = kinds.count(LINEAR_ATTENTION)
+    linear = linear_attention_shape(config)
     weights = inspect_weights(model_dir, read_headers) if model_dir else \
         {"status": "no-folder", "format": None, "files": [], "missing": [], "truncated": [],
          "present": [], "total_size": None, "header_parameters": None, "header_bytes": None,
@@ -357,6 +486,14 @@ def analyze_model(model_dir=None, config=None, engine=None, engine_version=None,
         "vocab_size": int(c.get("vocab_size") or 0),
         "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
         "num_experts": int(c.get("num_experts") or c.get("num_local_experts") or 0),
+        "num_experts_per_tok": int(c.get("num_experts_per_tok") or 0),
+        "moe_intermediate_size": int(c.get("moe_intermediate_size") or 0),
+        "shared_expert_intermediate_size": int(c.get("shared_expert_intermediate_size") or 0),
+        "full_attention_layers": len(kinds) - linear_layers,
+        "linear_attention_layers": linear_layers,
+        "linear_attention": linear,
+        "linear_state_bytes": linear_layers * linear_state_bytes(linear, 1, dbytes)["layer_bytes"]
+        if linear else 0,
         "dtype": dtype,
         "dtype_bytes": dbytes,
         "quantization": (quant or {}).get("quant_method") if isinstance(quant, dict) else None,
@@ -418,9 +555,15 @@ def model_errors(facts, require_weights=False):
 
 
 def model_summary_line(facts):
-    return "%s (%s): %d layers, %d heads / %d KV heads x head_dim %d, %s, %.2fB params, " \
+    line = "%s (%s): %d layers, %d heads / %d KV heads x head_dim %d, %s, %.2fB params, " \
         "%.2f GiB weights (%s), context %s (%s)" % (
             facts["architecture"], facts["model_type"], facts["num_hidden_layers"],
             facts["num_attention_heads"], facts["num_key_value_heads"], facts["head_dim"],
             facts["dtype"], facts["parameter_count"] / 1e9, facts["weight_bytes"] / float(GIB),
             facts["weights"]["status"], facts["max_context"], facts["max_context_source"])
+    if facts.get("linear_attention_layers"):
+        line += "; hybrid: %d full-attention layers keep KV, %d linear-attention layers hold " \
+            "%.1f MiB of recurrent state per sequence (TP 1)" % (
+                facts["full_attention_layers"], facts["linear_attention_layers"],
+                facts["linear_state_bytes"] / float(1024 ** 2))
+    return line

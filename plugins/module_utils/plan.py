@@ -7,6 +7,10 @@ and memory fraction, and how many tokens of KV cache are left? Pure arithmetic, 
 KV cache per token and GPU (GQA; the field report's ``2 x layers x hidden x dtype`` is wrong):
     2 (K and V) x layers x kv_heads_per_rank x head_dim x kv_dtype_bytes
     kv_heads_per_rank = max(1, kv_heads // tp)  (vLLM replicates KV heads when tp > kv_heads)
+layers are the layers that keep a KV cache: all of them, except in hybrid models (Qwen3-Next,
+Qwen3.5/3.6), whose gated-delta-net linear-attention layers hold a fixed recurrent state per
+sequence instead (model.linear_state_bytes) and only the full-attention layers count; see
+``hybrid_layout`` for how each engine budgets those states.
 
 How vLLM (V1 engine, 0.8 up to at least 0.26) budgets one GPU, read from its startup lines
 ("Model loading took X GiB", "Available KV cache memory: Y GiB", "GPU KV cache size: N tokens"):
@@ -51,12 +55,16 @@ import re
 
 from ansible_collections.llmops.serving.plugins.module_utils.engines import REGISTRY
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import driver_branch
-from ansible_collections.llmops.serving.plugins.module_utils.model import parse_version
+from ansible_collections.llmops.serving.plugins.module_utils.model import (
+    apply_long_context,
+    linear_state_bytes,
+    parse_version,
+)
 
 GIB = 1024 ** 3
 
 KV_DTYPE_BYTES = {
-    "auto": None, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4,
+    "auto": None, "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "float32": 4,
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
 }
 
@@ -69,6 +77,17 @@ SGLANG_NON_TORCH = 0.75
 # Engine behaviours that change between versions (the engine registry's budget rows): first
 # version -> rule (the last rule whose version is <= the engine's applies).
 BUDGET_RULES = dict((name, REGISTRY[name]["budget"]) for name in REGISTRY)
+
+# vLLM keeps two recurrent states per sequence and linear-attention layer when prefix caching is
+# on for a gated-delta-net hybrid (mamba_cache_mode "align": the running state and the last
+# block-aligned one, MambaSpec.max_memory_usage_bytes), one otherwise. Read from the released
+# wheels: v0.10.2 to v0.14.1 switch prefix caching off for these models (MambaModelConfig), v0.15.0
+# is the first to keep it on in "align" mode (on by default for hybrids from v0.26.0; the
+# collection passes --enable-prefix-caching unless serving_enable_prefix_caching is false).
+VLLM_ALIGN_MODE_FROM = "0.15.0"
+# The mamba state slots SGLang reserves when --max-running-requests is not given
+# (model_runner.py, v0.5.2).
+SGLANG_STATE_SLOTS = 512
 
 # testing.md, vLLM 0.26.0 on one/two H200 (cudaMemGetInfo total 139.80 GiB, measured),
 # Qwen2.5-32B-Instruct bf16, --gpu-memory-utilization 0.9, default T/S (8192 / 1024). Solving
@@ -112,8 +131,8 @@ def kv_bytes_per_token(layers, kv_heads, head_dim, tp, kv_dtype_bytes):
 def resolve_kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes):
     kv_cache_dtype = (kv_cache_dtype or "auto").lower()
     if kv_cache_dtype not in KV_DTYPE_BYTES:
-        raise PlanError("unknown kv cache dtype %r (auto, bfloat16, float16, fp8, fp8_e4m3, "
-                        "fp8_e5m2)" % kv_cache_dtype)
+        raise PlanError("serving_kv_cache_dtype %r has no size known to the plan (%s)"
+                        % (kv_cache_dtype, ", ".join(sorted(KV_DTYPE_BYTES))))
     value = KV_DTYPE_BYTES[kv_cache_dtype]
     if value is None:
         # auto: the model's dtype; quantized checkpoints still keep a 16-bit cache
@@ -121,13 +140,82 @@ def resolve_kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes):
     return value
 
 
-def valid_tp_sizes(heads, kv_heads, limit):
-    """TP sizes vLLM accepts: heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0)."""
+def valid_tp_sizes(heads, kv_heads, limit, linear_heads=()):
+    """TP sizes vLLM accepts: heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0), and
+    for hybrid models the linear-attention key and value heads divisible too (the state shapes
+    divide them by tp)."""
     sizes = []
     for tp in range(1, max(1, int(limit)) + 1):
-        if heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0):
+        if heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0) and \
+                all(int(h) % tp == 0 for h in linear_heads):
             sizes.append(tp)
     return sizes
+
+
+def _linear_heads(model):
+    shape = model.get("linear_attention") if model.get("linear_attention_layers") else None
+    return (shape["num_key_heads"], shape["num_value_heads"]) if shape else ()
+
+
+def kv_layers(model):
+    """Layers that keep a per-token KV cache (the full-attention layers of a hybrid model)."""
+    return int(model.get("full_attention_layers") or model["num_hidden_layers"])
+
+
+def hybrid_layout(model, tp, kv_dtype_bytes, engine="vllm", version=None, block_size=16,
+                  enable_prefix_caching=True):
+    """How the engine budgets a hybrid model's recurrent states on one GPU, or None for a model
+    without linear-attention layers (or whose config does not size them).
+
+    vLLM (v1 hybrid KV cache manager; the block size as model_executor/models/config.py picks it
+    in v0.10.2 and v0.19.1 and platforms/interface.py in v0.26.0 and v0.32.0, the groups and
+    get_max_concurrency_for_kv_cache_config of v1/core/kv_cache_utils.py in v0.32.0):
+      * one linear layer's state is one "mamba page"; the attention block size grows to the
+        smallest multiple of 16 tokens whose page (block x one layer's KV bytes per token) holds
+        it, and the state is padded to that page:
+            block = 16 x ceil(state_layer / (16 x kv_bytes_per_token_of_one_layer))
+      * layers are grouped by kind into groups of equal size (the smaller count, or the larger
+        when below 1.5x the smaller); every group draws blocks of (group size x page) bytes from
+        one shared pool, so there is no up-front reservation:
+            blocks   = available / (group_size x page)
+            per seq  = full_groups x ceil(tokens / block) + state_groups x states
+        where states is 2 in "align" prefix caching (VLLM_ALIGN_MODE_FROM) and 1 otherwise.
+        Maximum concurrency = blocks / per seq, vLLM's own "Maximum concurrency" figure.
+    SGLang (v0.5.2 model_runner.profile_max_num_token): a pool of its own of
+    max_running_requests states (512 when not given) is taken from the KV memory before the
+    KV pool is sized, unpadded; newer releases may size it by --mamba-full-memory-ratio instead,
+    which this does not model."""
+    linear_layers = int(model.get("linear_attention_layers") or 0)
+    shape = model.get("linear_attention")
+    if not linear_layers or not shape:
+        return None
+    state = linear_state_bytes(shape, tp, model.get("dtype_bytes"), engine)
+    full_layers = kv_layers(model)
+    layer_token = kv_bytes_per_token(1, model["num_key_value_heads"], model["head_dim"], tp,
+                                     kv_dtype_bytes)
+    layout = {"engine": engine, "linear_layers": linear_layers, "full_layers": full_layers,
+              "conv_bytes": state["conv_bytes"], "ssm_bytes": state["ssm_bytes"],
+              "state_layer_bytes": state["layer_bytes"]}
+    if engine == "sglang":
+        layout.update({"block_size": 1, "state_page_bytes": state["layer_bytes"], "states": 1,
+                       "state_bytes_per_sequence": linear_layers * state["layer_bytes"]})
+        return layout
+    block = int(block_size)
+    block = max(block, block * -(-state["layer_bytes"] // (block * layer_token)))
+    states = 2 if enable_prefix_caching and (
+        not version or parse_version(version) >= parse_version(VLLM_ALIGN_MODE_FROM)) else 1
+    group = min(full_layers, linear_layers)
+    if max(full_layers, linear_layers) < 1.5 * group:
+        group = max(full_layers, linear_layers)
+    page = block * layer_token
+    layout.update({
+        "block_size": block, "state_page_bytes": page, "states": states, "group_size": group,
+        "group_bytes": group * page,
+        "full_groups": -(-full_layers // group), "state_groups": -(-linear_layers // group),
+        "state_bytes_per_sequence": -(-linear_layers // group) * states * group * page,
+    })
+    layout["state_blocks_per_sequence"] = layout["state_groups"] * states
+    return layout
 
 
 def scheduler_defaults(engine, version, gpu_name, gpu_bytes):
@@ -174,15 +262,20 @@ def weights_per_gpu(model, tp):
 
 def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", version=None,
              batched_tokens=None, num_seqs=None, available_kv_bytes=None, enforce_eager=False,
-             custom_all_reduce=True, gpu_name=None):
-    """KV capacity on each GPU for one configuration. Returns a dict (no judgement)."""
+             custom_all_reduce=True, gpu_name=None, enable_prefix_caching=True):
+    """KV capacity on each GPU for one configuration. Returns a dict (no judgement). For a hybrid
+    model, kv_tokens is the longest context one sequence gets once its recurrent states are
+    counted (see hybrid_layout)."""
     rule = rule_for(engine, version)
     block = int(rule["block_size"])
     d_tokens, d_seqs = scheduler_defaults(engine, version, gpu_name, gpu_bytes)
+    state_slots = int(num_seqs or SGLANG_STATE_SLOTS)
     batched_tokens = int(batched_tokens or d_tokens)
     num_seqs = int(num_seqs or d_seqs)
-    per_token = kv_bytes_per_token(model["num_hidden_layers"], model["num_key_value_heads"],
+    per_token = kv_bytes_per_token(kv_layers(model), model["num_key_value_heads"],
                                    model["head_dim"], tp, kv_dtype_bytes)
+    hybrid = hybrid_layout(model, tp, kv_dtype_bytes, engine, version, block,
+                           enable_prefix_caching)
     weights = weights_per_gpu(model, tp)
     terms = reserve_terms(model, tp, batched_tokens, num_seqs, engine, enforce_eager,
                           custom_all_reduce)
@@ -196,7 +289,18 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
     else:
         available = budget - weights - terms["activation_bytes"] - terms["non_torch_bytes"]
         source = "first principles (vLLM budget)"
-    blocks = max(0, available) // (block * per_token)
+    if hybrid and engine == "sglang":
+        hybrid["state_slots"] = state_slots
+        if not available_kv_bytes:
+            available -= state_slots * hybrid["state_bytes_per_sequence"]
+    if hybrid and engine != "sglang":
+        block = hybrid["block_size"]
+        blocks = max(0, available) // hybrid["group_bytes"]
+        tokens = max(0, blocks - hybrid["state_blocks_per_sequence"]) // hybrid["full_groups"] \
+            * block
+    else:
+        blocks = max(0, available) // (block * per_token)
+        tokens = blocks * block
     return {
         "gpu_memory_bytes": int(gpu_bytes),
         "budget_bytes": budget,
@@ -215,7 +319,8 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
         "kv_heads_per_rank": kv_heads_per_rank(model["num_key_value_heads"], tp),
         "block_size": block,
         "kv_blocks": int(blocks),
-        "kv_tokens": int(blocks * block),
+        "kv_tokens": int(tokens),
+        "hybrid": hybrid,
     }
 
 
@@ -229,11 +334,15 @@ def tp_error(model, tp, sizes_up_to=8):
     tp = int(tp)
     heads = int(model["num_attention_heads"])
     kv_heads = int(model["num_key_value_heads"])
-    sizes = valid_tp_sizes(heads, kv_heads, max(tp, sizes_up_to))
+    linear = _linear_heads(model)
+    sizes = valid_tp_sizes(heads, kv_heads, max(tp, sizes_up_to), linear)
     if tp in sizes:
         return None
     return ("serving_tensor_parallel=%d does not divide the model's %d attention heads / %d KV "
-            "heads; valid sizes: %s" % (tp, heads, kv_heads, ", ".join(str(s) for s in sizes)))
+            "heads%s; valid sizes: %s" % (
+                tp, heads, kv_heads,
+                " / %d and %d linear-attention key and value heads" % linear if linear else "",
+                ", ".join(str(s) for s in sizes)))
 
 
 def context_error(model, max_model_len):
@@ -241,12 +350,18 @@ def context_error(model, max_model_len):
     limit = model.get("max_context")
     if not (limit and max_model_len and max_model_len > limit):
         return None
+    if model.get("long_context"):
+        more = ", or raise serving_long_context's factor"
+    elif model.get("rope_scaling"):
+        more = ""
+    else:
+        # The engine gets a YaRN override of the model's config at start; the checkpoint stays as it is.
+        more = (", or set serving_long_context (e.g. {factor: %.1f, original_max_position: %d}) "
+                "where the model card documents YaRN (Qwen2.5/Qwen3: factor 4 on 32768)" % (
+                    max(2, -(-int(max_model_len) // int(limit))), limit))
     return ("serving_max_model_len=%d exceeds what the checkpoint supports: %d (%s). Lower "
             "serving_max_model_len to %d%s" % (
-                max_model_len, limit, model.get("max_context_source"), limit,
-                "" if model.get("rope_scaling") else
-                ", or add a rope_scaling entry (YaRN) to the model's config.json where the "
-                "model card documents one (Qwen2.5/Qwen3: factor 4 on 32768)"))
+                max_model_len, limit, model.get("max_context_source"), limit, more))
 
 
 def model_checks(model, tp, max_model_len):
@@ -259,7 +374,7 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
               engine_version=None, kv_cache_dtype="auto", max_num_seqs=None,
               max_num_batched_tokens=None, available_kv_bytes=None, enforce_eager=False,
               custom_all_reduce=True, gpu_name=None, max_concurrency=None,
-              compute_capability=None):
+              compute_capability=None, enable_prefix_caching=True):
     """The full plan. Raises PlanError with numbers and fixes when one sequence of
     ``max_model_len`` tokens cannot fit; otherwise returns the plan with warnings."""
     tp = int(tp)
@@ -269,7 +384,7 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
     errors = []
     if not 0 < float(fraction) <= 1:
         raise PlanError("serving_gpu_memory_fraction must be in (0, 1], got %s" % fraction)
-    sizes = valid_tp_sizes(heads, kv_heads, max(tp, gpu_count or 1, 8))
+    sizes = valid_tp_sizes(heads, kv_heads, max(tp, gpu_count or 1, 8), _linear_heads(model))
     if tp not in sizes:
         raise PlanError(tp_error(model, tp, max(gpu_count or 1, 8)))
     if gpu_count == 0:
@@ -296,11 +411,16 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
     kv_bytes = resolve_kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes)
     common = dict(engine=engine, version=engine_version, batched_tokens=max_num_batched_tokens,
                   num_seqs=max_num_seqs or max_concurrency, enforce_eager=enforce_eager,
-                  custom_all_reduce=custom_all_reduce, gpu_name=gpu_name)
+                  custom_all_reduce=custom_all_reduce, gpu_name=gpu_name,
+                  enable_prefix_caching=enable_prefix_caching)
     cap = capacity(model, gpu_bytes, tp, fraction, kv_bytes,
                    available_kv_bytes=available_kv_bytes, **common)
     kv_tokens = cap["kv_tokens"]
     longest = min(kv_tokens, limit) if limit else kv_tokens
+    sequences, ratio = concurrency(cap, max_model_len)
+    if model.get("linear_attention_layers") and not cap["hybrid"]:
+        warnings.append("%d linear-attention layers whose state size config.json does not give: "
+                        "their recurrent state is not counted" % model["linear_attention_layers"])
     plan = dict(cap)
     plan.update({
         "engine": engine,
@@ -310,9 +430,8 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
         "max_model_len": int(max_model_len),
         "kv_cache_dtype": kv_cache_dtype or "auto",
         "kv_dtype_bytes": kv_bytes,
-        "sequences_at_max_model_len": kv_tokens // int(max_model_len) if max_model_len else 0,
-        "max_concurrency_ratio": round(kv_tokens / float(max_model_len), 2) if max_model_len
-        else None,
+        "sequences_at_max_model_len": sequences,
+        "max_concurrency_ratio": ratio,
         "longest_context": int(longest),
         "requested_concurrency": max_concurrency,
         "fits": _fits(cap, max_model_len),
@@ -339,6 +458,22 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
     return plan
 
 
+def concurrency(cap, max_model_len):
+    """(sequences of max_model_len tokens that fit at once, the engine's maximum concurrency)."""
+    if not max_model_len:
+        return 0, None
+    tokens = int(max_model_len)
+    hybrid = cap.get("hybrid")
+    if hybrid and hybrid["engine"] != "sglang":
+        per_seq = hybrid["full_groups"] * -(-tokens // hybrid["block_size"]) + \
+            hybrid["state_blocks_per_sequence"]
+        return cap["kv_blocks"] // per_seq, round(cap["kv_blocks"] / float(per_seq), 2)
+    sequences, ratio = cap["kv_tokens"] // tokens, cap["kv_tokens"] / float(tokens)
+    if hybrid:
+        sequences, ratio = min(sequences, hybrid["state_slots"]), min(ratio, hybrid["state_slots"])
+    return sequences, round(ratio, 2)
+
+
 def suggest_fixes(model, gpu_bytes, gpu_count, tp, max_model_len, fraction, kv_cache_dtype,
                   model_dtype_bytes, sizes, cap, common):
     fixes = []
@@ -359,9 +494,10 @@ def suggest_fixes(model, gpu_bytes, gpu_count, tp, max_model_len, fraction, kv_c
     if kv_bytes > 1:
         fp8 = capacity(model, gpu_bytes, tp, fraction, 1, **common)
         if _fits(fp8, max_model_len):
-            fixes.append({"variable": "serving_engine_extra_args", "value": {"kv_cache_dtype": "fp8"},
-                          "text": "use an fp8 KV cache (serving_engine_extra_args: "
-                                  "{kv_cache_dtype: fp8}): %d KV tokens" % fp8["kv_tokens"]})
+            # fp8_e4m3: the spelling both engines accept
+            fixes.append({"variable": "serving_kv_cache_dtype", "value": "fp8_e4m3",
+                          "text": "use an fp8 KV cache (serving_kv_cache_dtype: fp8_e4m3): %d KV tokens"
+                                  % fp8["kv_tokens"]})
     for frac in (0.92, 0.95):
         if frac > float(fraction):
             more = capacity(model, gpu_bytes, tp, frac, kv_bytes, **common)
@@ -386,13 +522,17 @@ def infeasible_message(model, plan):
                     gib(plan["budget_bytes"]), plan["gpu_memory_fraction"],
                     gib(plan["gpu_memory_bytes"]), plan["tensor_parallel"]))
     else:
+        hybrid = plan.get("hybrid")
         head = ("one sequence of serving_max_model_len=%d tokens needs %.2f GiB of KV cache per "
-                "GPU (%d bytes/token), only %.2f GiB = %d tokens are left at "
+                "GPU (%d bytes/token%s), only %.2f GiB = %d tokens are left at "
                 "serving_tensor_parallel=%d, serving_gpu_memory_fraction=%.2f (weights %.2f GiB "
                 "per GPU)" % (
                     plan["max_model_len"],
                     gib(plan["max_model_len"] * plan["kv_bytes_per_token"]),
-                    plan["kv_bytes_per_token"], gib(plan["available_kv_bytes"]), plan["kv_tokens"],
+                    plan["kv_bytes_per_token"],
+                    ", plus %.2f GiB of linear-attention state" % gib(
+                        hybrid["state_bytes_per_sequence"]) if hybrid else "",
+                    gib(plan["available_kv_bytes"]), plan["kv_tokens"],
                     plan["tensor_parallel"], plan["gpu_memory_fraction"],
                     gib(plan["weights_per_gpu_bytes"])))
     return head + ". Fixes: " + "; ".join(f["text"] for f in plan["fixes"])
@@ -414,6 +554,19 @@ def plan_summary_lines(plan):
             plan["max_model_len"], plan["sequences_at_max_model_len"],
             plan["max_concurrency_ratio"] or 0, plan["longest_context"]),
     ]
+    hybrid = plan.get("hybrid")
+    if hybrid:
+        lines.append(
+            "hybrid model: KV from the %d full-attention layers only; %d linear-attention layers "
+            "hold %.2f MiB of recurrent state each per sequence/GPU (conv %d + ssm %d bytes), "
+            "%.2f MiB per sequence %s" % (
+                hybrid["full_layers"], hybrid["linear_layers"],
+                hybrid["state_layer_bytes"] / float(1024 ** 2), hybrid["conv_bytes"],
+                hybrid["ssm_bytes"], hybrid["state_bytes_per_sequence"] / float(1024 ** 2),
+                "(%d state slots reserved up front)" % hybrid["state_slots"]
+                if hybrid["engine"] == "sglang" else
+                "(%d state(s) per layer, each padded to one %d-token KV page)" % (
+                    hybrid["states"], hybrid["block_size"])))
     return lines
 
 
@@ -535,6 +688,12 @@ def plan_from_params(params):
 
     memory, name, capability = smallest_gpu(gpus, p.get("gpu_memory_bytes"), p.get("gpu_name"))
     model = p.get("model")
+    if model and p.get("long_context"):
+        try:
+            model = apply_long_context(model, p["long_context"])
+        except ValueError as exc:
+            errors.append(str(exc))
+            return result
     if not model:
         result["deferred"] = "no model facts (config.json not obtainable yet)"
         summary.append("plan deferred: " + result["deferred"])
@@ -557,9 +716,13 @@ def plan_from_params(params):
                 available_kv_bytes=p.get("available_kv_bytes"),
                 enforce_eager=p.get("enforce_eager", False),
                 custom_all_reduce=p.get("custom_all_reduce", True), gpu_name=name,
-                max_concurrency=p.get("max_concurrency"), compute_capability=capability)
+                max_concurrency=p.get("max_concurrency"), compute_capability=capability,
+                enable_prefix_caching=p.get("enable_prefix_caching", True))
             result["plan"] = plan
             summary.extend(plan_summary_lines(plan))
+            if model.get("long_context"):
+                summary.append("context limit %d (%s): the engine starts with that YaRN override, "
+                               "the checkpoint unchanged" % (model["max_context"], model["max_context_source"]))
             errors.extend(plan["errors"])
         except (PlanError, KeyError, ValueError) as exc:
             errors.append(str(exc) if not isinstance(exc, KeyError)

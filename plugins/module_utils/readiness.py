@@ -19,15 +19,16 @@ class NotReady(Exception):
     """The engine is not (yet) answering as it should; message says what was seen."""
 
 
-def http(method, url, body=None, api_key=None, timeout=30.0):
-    """Returns (status, parsed JSON or text, seconds). HTTP errors are returned, not raised."""
+def http(method, url, body=None, api_key=None, timeout=30.0, ca_path=None):
+    """Returns (status, parsed JSON or text, seconds). HTTP errors are returned, not raised.
+    ca_path: the CA an https engine's certificate is checked against (the collection's own)."""
     data = None if body is None else json.dumps(body).encode("utf-8")
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = "Bearer %s" % api_key
     start = time.monotonic()
     try:
-        resp = open_url(url, data=data, method=method, headers=headers, timeout=timeout)
+        resp = open_url(url, data=data, method=method, headers=headers, timeout=timeout, ca_path=ca_path)
         status, raw = resp.getcode(), resp.read()
     except HTTPError as e:
         status, raw = e.code, e.read()
@@ -45,12 +46,12 @@ def http(method, url, body=None, api_key=None, timeout=30.0):
 READINESS_SAMPLING = ({"temperature": 0}, {"temperature": 0.7, "top_p": 0.8, "seed": 0})
 
 
-def check_chat(base_url, api_key, model, prompt, max_tokens, timeout, sampling=None):
+def check_chat(base_url, api_key, model, prompt, max_tokens, timeout, sampling=None, ca_path=None):
     """One real chat completion; returns facts about it or raises NotReady."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}],
             "max_tokens": max_tokens}
     body.update(sampling or READINESS_SAMPLING[0])
-    status, resp, elapsed = http("POST", base_url + "/v1/chat/completions", body, api_key, timeout)
+    status, resp, elapsed = http("POST", base_url + "/v1/chat/completions", body, api_key, timeout, **_tls(ca_path))
     if status != 200:
         raise NotReady("chat completion (%s) answered HTTP %s: %s" % (_params(body), status, str(resp)[:300]))
     try:
@@ -64,12 +65,17 @@ def check_chat(base_url, api_key, model, prompt, max_tokens, timeout, sampling=N
             "model": resp.get("model")}
 
 
+def _tls(ca_path):
+    """http()'s TLS argument, given only for an https engine."""
+    return {"ca_path": ca_path} if ca_path else {}
+
+
 def _params(body):
     return ", ".join("%s=%s" % (k, body[k]) for k in ("temperature", "top_p") if k in body)
 
 
 def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeout, interval,
-               alive=None, clock=time.monotonic, sleep=time.sleep, report=None):
+               alive=None, clock=time.monotonic, sleep=time.sleep, report=None, ca_path=None):
     """Poll health until 200, then prove readiness with a generation. `alive()` may raise to stop early.
 
     `report(state)`, when given, is called after each attempt that did not prove readiness, before
@@ -87,14 +93,14 @@ def wait_ready(base_url, health_path, api_key, model, prompt, max_tokens, timeou
             alive()
         try:
             if health_after is None:
-                status, dummy, dummy2 = http("GET", base_url + health_path, timeout=10)
+                status, dummy, dummy2 = http("GET", base_url + health_path, timeout=10, **_tls(ca_path))
                 if status != 200:
                     last = "%s answered HTTP %s" % (health_path, status)
                     raise NotReady(last)
                 health_after = clock() - start
             for sampling in READINESS_SAMPLING:
                 chat = check_chat(base_url, api_key, model, prompt, max_tokens,
-                                  timeout=max(10.0, deadline - clock()), sampling=sampling)
+                                  timeout=max(10.0, deadline - clock()), sampling=sampling, ca_path=ca_path)
             chat.update(health_after_s=round(health_after, 3), ready_after_s=round(clock() - start, 3))
             return chat
         except NotReady as e:

@@ -4,9 +4,11 @@
 """llmops_sglang_launch: start SGLang with its API key from the environment, not argv.
 
 Installed by the llmops.serving collection into the SGLang venv; do not edit here.
-usage: python -m llmops_sglang_launch [sglang.launch_server flags]   (no --api-key)
+usage: python -m llmops_sglang_launch [sglang.launch_server flags]   (no --api-key, --admin-api-key)
 The key is read from $LLMOPS_SGLANG_API_KEY, or from the file named by
 $LLMOPS_SGLANG_API_KEY_FILE (e.g. a systemd credential); no key means no --api-key.
+The admin key (the only key that opens SGLang's admin routes once set) is read the same way from
+$LLMOPS_SGLANG_ADMIN_API_KEY(_FILE) and passed as --admin-api-key when the installed SGLang has it.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -18,6 +20,8 @@ import sys
 
 ENTRY = "sglang.launch_server"
 KEY_ENV = "LLMOPS_SGLANG_API_KEY"
+ADMIN_KEY_ENV = "LLMOPS_SGLANG_ADMIN_API_KEY"
+SECRET_FLAGS = {"--api-key": KEY_ENV, "--admin-api-key": ADMIN_KEY_ENV}
 
 
 class _Masked(object):
@@ -36,28 +40,45 @@ class _Masked(object):
         return getattr(self._stream, name)
 
 
-def take_key(environ):
-    key = environ.pop(KEY_ENV, None)
-    path = environ.pop(KEY_ENV + "_FILE", None)
+def take_key(environ, name=KEY_ENV):
+    key = environ.pop(name, None)
+    path = environ.pop(name + "_FILE", None)
     if not key and path:
         with open(path) as handle:
             key = handle.read().strip()
     return key or None
 
 
-def main(argv=None, environ=None, entry=ENTRY):
+def has_admin_key():
+    """Whether the installed SGLang's ServerArgs has admin_api_key (first in SGLang 0.5.8). Asked
+    as an attribute: 0.5.23 declares it outside the dataclass fields of ServerArgs itself."""
+    try:
+        from sglang.srt.server_args import ServerArgs
+    except Exception:  # pylint: disable=broad-except  # any import failure: no admin key to pass
+        return False
+    return hasattr(ServerArgs, "admin_api_key") or "admin_api_key" in getattr(ServerArgs, "__dataclass_fields__", {})
+
+
+def main(argv=None, environ=None, entry=ENTRY, admin_supported=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
     for arg in argv:
-        if arg == "--api-key" or arg.startswith("--api-key="):
-            sys.stderr.write("llmops_sglang_launch: --api-key on the command line is refused; "
-                             "set %s instead\n" % KEY_ENV)
-            return 2
+        for flag, variable in SECRET_FLAGS.items():
+            if arg == flag or arg.startswith(flag + "="):
+                sys.stderr.write("llmops_sglang_launch: %s on the command line is refused; "
+                                 "set %s instead\n" % (flag, variable))
+                return 2
     key = take_key(environ)
-    if key:
-        sys.stdout = _Masked(sys.stdout, key)
-        sys.stderr = _Masked(sys.stderr, key)
-        argv = ["--api-key", key] + argv
+    admin_key = take_key(environ, ADMIN_KEY_ENV)
+    if admin_key and not (has_admin_key() if admin_supported is None else admin_supported):
+        sys.stderr.write("llmops_sglang_launch: this SGLang has no --admin-api-key: its admin routes "
+                         "take the API key\n")
+        admin_key = None
+    for flag, secret in (("--admin-api-key", admin_key), ("--api-key", key)):
+        if secret:
+            sys.stdout = _Masked(sys.stdout, secret)
+            sys.stderr = _Masked(sys.stderr, secret)
+            argv = [flag, secret] + argv
     sys.argv = [entry] + argv
     runpy.run_module(entry, run_name="__main__", alter_sys=True)
     return 0

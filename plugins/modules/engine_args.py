@@ -96,6 +96,65 @@ options:
       dtype:
         description: Weight/activation dtype (C(auto), C(bfloat16), ...), null for the engine default.
         type: str
+      tls_certfile:
+        description: The engine's TLS certificate (PEM file on the host); with I(tls_keyfile), the engine serves https.
+        type: str
+      tls_keyfile:
+        description: The private key of I(tls_certfile) (PEM file on the host).
+        type: str
+      auto_tool_choice:
+        description:
+          - Let the model choose to call the request's tools (C(tool_choice=auto)); C(serving_tool_calling).
+          - Needs I(tool_call_parser). vLLM renders C(--enable-auto-tool-choice); SGLang needs only the parser.
+        type: bool
+        default: false
+      tool_call_parser:
+        description: The engine's parser of the model's tool calls (vLLM C(hermes), SGLang C(qwen25), ...); C(serving_tool_call_parser).
+        type: str
+      kv_cache_dtype:
+        description: The KV cache's dtype (C(fp8_e4m3), C(fp8_e5m2), ...), null for the model's; C(serving_kv_cache_dtype).
+        type: str
+      structured_output_backend:
+        description: The backend of C(response_format) and guided decoding (C(xgrammar), C(outlines), ...); C(serving_structured_output).
+        type: str
+      enable_reasoning:
+        description:
+          - Move the model's C(<think>) block into C(reasoning_content); C(serving_reasoning). Needs I(reasoning_parser).
+          - vLLM before 0.19.1 renders C(--enable-reasoning) too.
+        type: bool
+        default: false
+      reasoning_parser:
+        description: The engine's reasoning parser (vLLM C(qwen3), C(deepseek_r1); SGLang C(qwen3)); C(serving_reasoning_parser).
+        type: str
+      max_batched_tokens:
+        description: The scheduler's tokens per step (vLLM C(--max-num-batched-tokens), SGLang C(--max-prefill-tokens)); C(serving_max_batched_tokens).
+        type: int
+      enable_chunked_prefill:
+        description:
+          - Chunked prefill on or off, null for the engine's default; C(serving_chunked_prefill).
+          - SGLang has no on switch (it is on by default) and is turned off by C(--chunked-prefill-size -1).
+        type: bool
+      prefill_chunk_tokens:
+        description: The chunk size (vLLM C(--max-num-batched-tokens), SGLang C(--chunked-prefill-size)); C(serving_chunked_prefill.chunk_tokens).
+        type: int
+      long_prefill_threshold:
+        description: Prompt tokens from which a prefill is long (vLLM C(--long-prefill-token-threshold); SGLang has none).
+        type: int
+      priority_scheduling:
+        description: Schedule by the requests' C(priority) (vLLM C(--scheduling-policy priority), SGLang C(--enable-priority-scheduling)).
+        type: bool
+        default: false
+      speculative:
+        description:
+          - Speculative decoding (C(method), C(tokens), C(lookup_max), C(lookup_min), C(draft_model)); C(serving_speculative).
+          - vLLM gets one C(--speculative-config) JSON; SGLang C(--speculative-algorithm) and its step and draft flags.
+        type: dict
+      long_context:
+        description:
+          - YaRN (C(factor), C(original_max_position)) as a config override; C(serving_long_context).
+          - Rendered as the version reads it (C(rope_scaling), or C(rope_parameters) with the model's C(rope_theta)
+            read from I(model_path)/config.json, and the scaled C(max_position_embeddings)).
+        type: dict
   extra_args:
     description:
       - Raw engine flags (C(serving_engine_extra_args)). Key is the flag name without leading
@@ -222,6 +281,14 @@ api_key_env:
   returned: always
   type: str
   sample: VLLM_API_KEY
+admin_key_env:
+  description: >-
+    Environment variable the admin key is given in (SGLang C(LLMOPS_SGLANG_ADMIN_API_KEY), or the
+    file it names in C(LLMOPS_SGLANG_ADMIN_API_KEY_FILE); read by the launcher, which passes
+    C(--admin-api-key) when the installed SGLang has it). None for engines without admin routes.
+  returned: always
+  type: str
+  sample: LLMOPS_SGLANG_ADMIN_API_KEY
 entry_module:
   description: The module started with C(python -m).
   returned: always
@@ -306,6 +373,21 @@ SPEC_OPTIONS = dict(
     enable_metrics=dict(type="bool", default=True),
     trust_remote_code=dict(type="bool", default=False),
     dtype=dict(type="str"),
+    tls_certfile=dict(type="str"),
+    tls_keyfile=dict(type="str", no_log=False),
+    auto_tool_choice=dict(type="bool", default=False),
+    tool_call_parser=dict(type="str"),
+    kv_cache_dtype=dict(type="str"),
+    structured_output_backend=dict(type="str"),
+    enable_reasoning=dict(type="bool", default=False),
+    reasoning_parser=dict(type="str"),
+    max_batched_tokens=dict(type="int", no_log=False),
+    enable_chunked_prefill=dict(type="bool"),
+    prefill_chunk_tokens=dict(type="int", no_log=False),
+    long_prefill_threshold=dict(type="int"),
+    priority_scheduling=dict(type="bool", default=False),
+    speculative=dict(type="dict"),
+    long_context=dict(type="dict"),
 )
 
 

@@ -50,6 +50,9 @@ options:
   api_key:
     description: Bearer token, for engines that protect C(/metrics).
     type: str
+  ca_path:
+    description: The CA file an https engine's certificate is checked against (the collection's own CA).
+    type: path
 notes:
   - In check mode the module scrapes once, reports the counts and never waits or fails on them.
 attributes:
@@ -117,10 +120,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import drain, readiness
 
 
-def scraper(url, api_key):
+def scraper(url, api_key, ca_path=None):
     def scrape():
         try:
-            status, body, dummy = readiness.http("GET", url.rstrip("/") + "/metrics", api_key=api_key, timeout=10)
+            status, body, dummy = readiness.http("GET", url.rstrip("/") + "/metrics", api_key=api_key, timeout=10,
+                                                 ca_path=ca_path)
         except (OSError, ValueError):
             return None
         if status != 200 or not isinstance(body, str):
@@ -139,6 +143,7 @@ def main():
             interval=dict(type="float", default=1.0),
             fail_on_timeout=dict(type="bool", default=True),
             api_key=dict(type="str", no_log=True),
+            ca_path=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -146,7 +151,7 @@ def main():
     if p["timeout"] <= 0:
         module.fail_json(msg="timeout must be a number of seconds above 0 (got %s)" % p["timeout"])
     try:
-        result = drain.wait_idle(scraper(p["url"], p["api_key"]), p["running_metric"], p["waiting_metric"],
+        result = drain.wait_idle(scraper(p["url"], p["api_key"], p["ca_path"]), p["running_metric"], p["waiting_metric"],
                                  0 if module.check_mode else p["timeout"], p["interval"])
     except drain.MetricsMissing as e:
         module.fail_json(msg="%s at %s: check the engine's metric names (engine registry) and that its "

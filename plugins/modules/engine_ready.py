@@ -64,6 +64,9 @@ options:
       - The folder is created. A file that cannot be written costs a warning, not the wait.
       - Not written in check mode.
     type: path
+  ca_path:
+    description: The CA file an https engine's certificate is checked against (the collection's own CA).
+    type: path
 notes:
   - Check mode only reports whether the engine answers now, and never fails on it.
 """
@@ -256,6 +259,7 @@ def main():
             interval=dict(type="float", default=2.0),
             unit=dict(type="str"),
             progress_file=dict(type="path"),
+            ca_path=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -283,7 +287,8 @@ def main():
     timeout = 5 if module.check_mode else p["timeout"]
     try:
         facts = readiness.wait_ready(base, p["health_path"], p["api_key"], p["model"], p["prompt"],
-                                     p["max_tokens"], timeout, p["interval"], alive=alive, report=progress.report)
+                                     p["max_tokens"], timeout, p["interval"], alive=alive, report=progress.report,
+                                     ca_path=p["ca_path"])
     except StopWaiting:
         cause, tail = readiness.journal_summary(journal_tail(module, unit))
         if module.check_mode:

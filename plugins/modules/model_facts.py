@@ -20,6 +20,9 @@ description:
     rope scaling and the longest context it allows, the parameter count (from the safetensors
     headers when the files are there, else the index's C(metadata.total_size) / dtype bytes, else
     estimated from the config) and the weight bytes.
+  - For hybrid models (Qwen3-Next, Qwen3.5, Qwen3.6) it also counts the full-attention layers,
+    which keep a KV cache, and the gated-delta-net linear-attention layers, which hold a fixed
+    recurrent state per sequence, and sizes that state.
   - Checks that every file the index names exists and is as long as its header says; a partly
     downloaded folder fails with the missing file names. A folder with no weight files yet is
     reported (status V(absent)) and fails only with O(require_weights=true).
@@ -167,6 +170,48 @@ num_experts:
   returned: always
   type: int
   sample: 0
+num_experts_per_tok:
+  description: Experts routed to per token (num_experts_per_tok), 0 for a dense model.
+  returned: always
+  type: int
+  sample: 10
+moe_intermediate_size:
+  description: Width of one expert's MLP, 0 for a dense model.
+  returned: always
+  type: int
+  sample: 512
+shared_expert_intermediate_size:
+  description: Width of the shared expert's MLP, 0 when the model has none.
+  returned: always
+  type: int
+  sample: 512
+full_attention_layers:
+  description: Layers that keep a per-token KV cache; all layers except a hybrid model's
+    linear-attention layers (from layer_types, else full_attention_interval).
+  returned: always
+  type: int
+  sample: 12
+linear_attention_layers:
+  description: Gated-delta-net linear-attention layers of a hybrid model (Qwen3-Next, Qwen3.5),
+    which hold a fixed recurrent state per sequence instead of a KV cache; 0 for other models.
+  returned: always
+  type: int
+  sample: 36
+linear_attention:
+  description: The linear-attention dimensions (num_key_heads, num_value_heads, key_head_dim,
+    value_head_dim, conv_kernel_dim, ssm_dtype from mamba_ssm_dtype), null for a model without
+    linear-attention layers.
+  returned: always
+  type: dict
+  sample: {num_key_heads: 16, num_value_heads: 32, key_head_dim: 128, value_head_dim: 128,
+           conv_kernel_dim: 4, ssm_dtype: null}
+linear_state_bytes:
+  description: Recurrent state of all linear-attention layers for one sequence at tensor
+    parallelism 1, as vLLM sizes it (convolution state in the model dtype, ssm state in
+    mamba_ssm_dtype or the model dtype), before the engine pads it; 0 for other models.
+  returned: always
+  type: int
+  sample: 39518208
 num_hidden_layers:
   description: Decoder layers.
   returned: always

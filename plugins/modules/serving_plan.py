@@ -17,6 +17,10 @@ description:
     (2 x layers x KV heads per GPU x head_dim x KV dtype bytes, so an fp8 KV cache halves it),
     the memory left for the KV cache, the KV capacity in tokens (whole blocks of 16 for vLLM),
     how many sequences of the requested context fit at once, and the longest context that fits.
+  - For hybrid models (Qwen3-Next, Qwen3.5, Qwen3.6) only the full-attention layers count in the
+    KV bytes per token; the linear-attention layers' recurrent state is counted per sequence, as
+    the engine budgets it (vLLM pads each layer's state to one KV page and draws it from the KV
+    pool; SGLang reserves a pool of states up front).
   - The memory left follows vLLM's own budget (V1 engine, checked against vLLM 0.26),
     CUDA-usable memory x O(gpu_memory_fraction) - weights - activation peak - non-torch memory.
     The activation and non-torch terms are modelled (see the module_utils C(plan.py) docstring
@@ -69,6 +73,31 @@ options:
       - Requested context length (C(serving_max_model_len)); 0 takes the checkpoint's maximum.
     type: int
     default: 0
+  long_context:
+    description:
+      - The engine is started with a YaRN rope_scaling override (C(serving_long_context)), so
+        the context limit becomes O(long_context.original_max_position) x
+        O(long_context.factor) instead of the checkpoint's. The checkpoint is not changed.
+      - Unset, the limit is the checkpoint's own (max_position_embeddings, or its rope_scaling).
+    type: dict
+    suboptions:
+      factor:
+        description:
+          - The YaRN factor (above 1).
+        type: float
+        required: true
+      original_max_position:
+        description:
+          - The context the checkpoint was trained for (its max_position_embeddings for Qwen2.5
+            and Qwen3).
+        type: int
+        required: true
+  enable_prefix_caching:
+    description:
+      - The engine caches prefixes (C(serving_enable_prefix_caching)); vLLM 0.15 and later then
+        keep two recurrent states per sequence of a hybrid model instead of one.
+    type: bool
+    default: true
   gpu_memory_fraction:
     description:
       - Fraction of GPU memory the engine may use (C(serving_gpu_memory_fraction)).
@@ -231,6 +260,11 @@ ARGUMENT_SPEC = dict(
     gpu_name=dict(type="str"),
     tensor_parallel=dict(type="int", default=1),
     max_model_len=dict(type="int", default=0),
+    long_context=dict(type="dict", default=None, options=dict(
+        factor=dict(type="float", required=True),
+        original_max_position=dict(type="int", required=True),
+    )),
+    enable_prefix_caching=dict(type="bool", default=True),
     gpu_memory_fraction=dict(type="float", default=0.9),
     max_concurrency=dict(type="int"),
     max_num_seqs=dict(type="int"),

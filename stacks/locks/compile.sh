@@ -12,8 +12,11 @@ declare -A PY=([cuda12.4]=3.11 [cuda12.8]=3.12 [cuda13.0]=3.12)
 # SGLang >= 0.5 ships manylinux_2_34 wheels only; glibc 2.34+ (Debian 12, Ubuntu 22.04, RHEL 10).
 declare -A PLAT=([cuda12.4]=x86_64-manylinux_2_28 [cuda12.8]=x86_64-manylinux_2_34 [cuda13.0]=x86_64-manylinux_2_34)
 profiles=("$@"); [ ${#profiles[@]} -gt 0 ] || profiles=(cuda12.4 cuda12.8 cuda13.0)
+# build/*.in (the build requirements of the profile's sgl-kernel) name an engine lock as constraint:
+# they come after the engine locks.
+shopt -s nullglob
 for p in "${profiles[@]}"; do
-  for in in stacks/locks/"$p"/*.in; do
+  for in in stacks/locks/"$p"/*.in stacks/locks/"$p"/build/*.in; do
     out=${in%.in}.txt
     UV_NO_CONFIG=1 "$UV" pip compile "$in" --python-version "${PY[$p]}" --python-platform "${PLAT[$p]}" \
       --generate-hashes --quiet --custom-compile-command "stacks/locks/compile.sh $p" -o "$out"

@@ -18,11 +18,14 @@ up) ;;
 *) echo "usage: $0 up|down" >&2; exit 2;;
 esac
 
-# A random API key, kept on the controller (0600) and passed as an extra-vars file, not argv.
+# Random keys, kept on the controller (0600) and passed as an extra-vars file, not argv: the engine's
+# (only the gateway sends it) and the demo client's (what curl sends to the gateway).
 umask 077
-[ -s "$D/api_key" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$D/api_key"
-KEY=$(cat "$D/api_key")
-printf 'serving_api_key: "%s"\n' "$KEY" > "$D/secrets.yml"
+for f in engine_key client_key; do
+  [ -s "$D/$f" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$D/$f"
+done
+printf 'serving_api_key: "%s"\ngateway_api_keys: [{name: demo, key: "%s"}]\n' \
+  "$(cat "$D/engine_key")" "$(cat "$D/client_key")" > "$D/secrets.yml"
 umask 022
 
 if ! podman container exists "$NAME"; then
@@ -51,7 +54,7 @@ hence -k), model qwen3-tiny with random weights (answers are nonsense; the proto
 template and token ids are real). Try:
 
   curl -sk https://127.0.0.1:$PORT/v1/chat/completions \\
-    -H "Authorization: Bearer \$(cat $D/api_key)" -H 'Content-Type: application/json' \\
+    -H "Authorization: Bearer \$(cat $D/client_key)" -H 'Content-Type: application/json' \\
     -d '{"model": "qwen3-tiny", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'
 
 Tear it down with: make demo-down

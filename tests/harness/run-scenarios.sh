@@ -13,6 +13,9 @@
 # core they leave idle. Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed
 # when they end; the background must be done before the last entry starts, which runs alone.
 # A failed entry is reported at the end; the entries of the same scenario after it are skipped.
+# The converge of the entries named in VERBOSE (default: every entry of the default scenario) runs
+# at -vvv, its output in LOG_DIR/ENTRY.converge.log (the tail printed here): the verify greps it for
+# every key the scenario set (LLMOPS_CONVERGE_LOG, tests/integration/test_secrets.py).
 # Each entry's verify writes its JUnit file to RESULTS_DIR (default .cache/test-results) as
 # molecule-NAME[-ENGINE].xml, for the summary at the end of `make test`.
 set -u -o pipefail
@@ -21,6 +24,31 @@ molecule=${MOLECULE:-molecule}
 log_dir=${LOG_DIR:-.cache/molecule-logs}
 results_dir=$(realpath -m "${RESULTS_DIR:-.cache/test-results}")
 mkdir -p "$results_dir"
+
+verbose=" ${VERBOSE:-default default@sglang} "
+mkdir -p "$log_dir"
+
+# converge ENTRY NAME: molecule converge, at -vvv into a log for the entries named in VERBOSE
+converge() {
+  local log
+  if [[ "$verbose" == *" $1 "* ]]; then
+    log=$(realpath -m "$log_dir/${1/@/-}.converge.log")
+    echo "== scenario $1: converge at -vvv, output in $log (its tail below)"
+    "$molecule" converge -s "$2" -- -vvv > "$log" 2>&1
+    local rc=$?
+    tail -n 40 "$log"
+    export LLMOPS_CONVERGE_LOG=$log
+    return $rc
+  fi
+  unset LLMOPS_CONVERGE_LOG
+  "$molecule" converge -s "$2"
+}
+
+# least_free_gb FILE: the least free disk (GB) that sample_disk wrote to FILE
+# The test hosts' venvs (about 3 GB each, one per host and engine version) live on the disk of
+# LLMOPS_CACHE's file system: each entry's line says how close it came to filling it.
+sample_disk() { while :; do df --output=avail -B1G "${LLMOPS_CACHE:-.}" | tail -n 1; sleep 10; done > "$1"; }
+least_free_gb() { sort -n "$1" | head -n 1 | tr -d ' '; }
 
 junit_of() { printf -- '--junitxml=%s/molecule-%s.xml' "$results_dir" "${1/@/-}"; }
 entries=("$@")
@@ -77,19 +105,29 @@ for i in "${!entries[@]}"; do
     continue
   fi
   rc=0
+  sample_disk "$log_dir/disk.samples" &
+  sampler=$!
   PYTEST_ADDOPTS=$(junit_of "$entry")
   export PYTEST_ADDOPTS
   if [[ "$entry" == *@* ]]; then
     engine=${entry#*@}
-    for action in converge idempotence verify; do
-      LLMOPS_ENGINE=$engine LLMOPS_SWITCHED_LEG=1 "$molecule" "$action" -s "$name" || { rc=$?; break; }
+    export LLMOPS_ENGINE=$engine LLMOPS_SWITCHED_LEG=1
+    converge "$entry" "$name" || rc=$?
+    for action in idempotence verify; do
+      [[ $rc -eq 0 ]] || break
+      "$molecule" "$action" -s "$name" || rc=$?
     done
+    unset LLMOPS_ENGINE LLMOPS_SWITCHED_LEG
     if [[ $keep == false || $rc -ne 0 ]]; then
       "$molecule" destroy -s "$name" || true
     fi
   elif [[ $keep == true ]]; then
-    # --destroy never skips the sequence's first destroy too: leftovers of an interrupted run go here
-    "$molecule" destroy -s "$name" && "$molecule" test -s "$name" --destroy never || rc=$?
+    # the scenario's sequence without its last destroy (the hosts are kept for the next entry);
+    # leftovers of an interrupted run go first
+    for action in destroy create prepare converge idempotence verify; do
+      if [[ $action == converge ]]; then converge "$entry" "$name" || rc=$?; else "$molecule" "$action" -s "$name" || rc=$?; fi
+      [[ $rc -eq 0 ]] || break
+    done
     if [[ $rc -ne 0 ]]; then
       "$molecule" destroy -s "$name" || true
     fi
@@ -100,7 +138,8 @@ for i in "${!entries[@]}"; do
     failed+=("$entry")
     broken=$name
   fi
-  echo "== scenario $entry: $(( $(date +%s) - start )) s"
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  echo "== scenario $entry: $(( $(date +%s) - start )) s (least free disk: $(least_free_gb "$log_dir/disk.samples") GB)"
 done
 
 if [[ -n "$beside_pid" ]]; then

@@ -1,7 +1,9 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tests marked engine_independent check what an engine switch leaves as it is (the weights role's
-builds and their failures, proven against the engine serving at the time). A scenario run again on
+builds and their failures, proven against the engine serving at the time; the gateway's
+certificate; the bad inputs refused before any host changes, whose checks read the spec, not the
+engine that serves, and the one that names an engine sets it). A scenario run again on
 the hosts its first leg converged, switched to another engine (`NAME@ENGINE` in
 tests/harness/run-scenarios.sh, which sets LLMOPS_SWITCHED_LEG=1), does not repeat them: the first
 leg ran them on the same hosts and the same model. They are deselected there, not skipped."""

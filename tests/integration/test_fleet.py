@@ -49,15 +49,22 @@ LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
 LOAD_IDLE_FACTOR = 3
 # Streams sent to one engine directly (from the gateway host, so past the gateway's drain) from the
-# moment the gateway marks that engine down until the rollout's wait for idle has begun: two are
-# always in flight in that time, however long it lasts, so the wait must find requests and wait for
-# them. Each is long (within max-model-len); at most PINNED_MAX are sent.
+# moment its rollout starts draining it until the rollout's wait for idle has begun: two are always
+# in flight in that time, however long it lasts, so the wait must find requests and wait for them.
+# They start at the drain's first task, not when the gateway shows the engine down: the wait
+# follows the gateway's reload within a second, sooner than a stream started then reaches the
+# engine. Each is long (within max-model-len); at most PINNED_MAX are sent.
 PINNED_TOKENS = 900
 PINNED_IN_FLIGHT = 2
 PINNED_MAX = 16
-# The banner of the rollout's wait (drain.yml); with one host per batch, host 1's is the first.
+# The banners of the rollout's first drain task and of its wait (drain.yml); with one host per
+# batch, host 1's are the first.
+DRAIN_TASK = "TASK [llmops.serving.rollout : Mark the host drained]"
 WAIT_TASK = "TASK [llmops.serving.rollout : Wait until the engine has no running or waiting request]"
 ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
+# The collection's CA, on the engine hosts and on the gateway
+ENGINE_CA = "/etc/llmops/tls/ca.crt"
+GATEWAY_ENGINE_CA = "/etc/nginx/llmops/engine-ca.crt"
 # The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
 ROLL_PLAY = "PLAY [Roll the engines"
 
@@ -76,8 +83,10 @@ def on_host(container, cmd, check=True):
 
 
 def served_version(container):
-    out = on_host(container, "python3 -c \"import urllib.request as u; print(u.urlopen('http://%s:8000/version', "
-                             "timeout=20).read().decode())\"" % address(container))
+    # the engine serves TLS (it listens beyond loopback), checked against the collection's CA
+    out = on_host(container, "python3 -c \"import ssl, urllib.request as u; print(u.urlopen('https://%s:8000/version', "
+                             "timeout=20, context=ssl.create_default_context(cafile='%s')).read().decode())\""
+                  % (address(container), ENGINE_CA))
     return json.loads(out)["version"]
 
 
@@ -124,8 +133,8 @@ class StreamLoad(object):
         self.threads.append(threading.Thread(target=self.watch, daemon=True))
         self.t0 = None
         self.pinned = self.pinned_thread = None
+        self.draining = threading.Event()
         self.wait_started = threading.Event()
-        self.rolling = threading.Event()
 
     def one(self):
         """'ok', 'failed' (nothing streamed) or 'cut' (the stream broke or ended early), and why."""
@@ -150,7 +159,7 @@ class StreamLoad(object):
         return "ok", None
 
     def pin(self, engine):
-        """In the background: once the gateway marks `engine` down, keep PINNED_IN_FLIGHT streams of
+        """In the background: once the rollout starts draining `engine`, keep PINNED_IN_FLIGHT streams of
         PINNED_TOKENS running on it, sent directly, until the rollout's wait for idle has begun.
         self.pinned is then the list of (finish_reason, completion tokens) of each stream, or why
         none was sent."""
@@ -158,7 +167,7 @@ class StreamLoad(object):
                            "stream": True, "max_tokens": PINNED_TOKENS, "min_tokens": PINNED_TOKENS,
                            "ignore_eos": True, "stream_options": {"include_usage": True}})
         cmd = ("curl -sS -N -m 300 -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '%s' "
-               "http://%s:8000/v1/chat/completions" % (ENGINE_KEY, body, address(engine)))
+               "--cacert %s https://%s:8000/v1/chat/completions" % (ENGINE_KEY, body, GATEWAY_ENGINE_CA, address(engine)))
         results = []
 
         def one(i):
@@ -179,15 +188,10 @@ class StreamLoad(object):
 
         def streams():
             t0 = time.monotonic()
-            # The gateway is only polled once the play that rolls the engines has begun: a podman
-            # exec every few tenths of a second through the whole prebuild takes a core from it.
-            while not self.rolling.wait(1) and not self.stop_event.is_set() and time.monotonic() - t0 < LOAD_MAX_SECONDS:
-                pass
-            while engine not in drained_now():
+            while not self.draining.wait(0.2):
                 if self.stop_event.is_set() or time.monotonic() - t0 > LOAD_MAX_SECONDS:
                     self.pinned = "%s was never drained" % engine
                     return
-                time.sleep(0.2)
             threads = []
             while not self.wait_started.is_set() and len(threads) < PINNED_MAX and not self.stop_event.is_set():
                 if sum(t.is_alive() for t in threads) < PINNED_IN_FLIGHT:
@@ -206,9 +210,12 @@ class StreamLoad(object):
 
     def saw(self, line):
         """A line of the playbook run's output: the load starts with the play that rolls the
-        engines; the rollout's first wait for idle ends the pinned streams' sending."""
+        engines; the rollout's first drain starts the pinned streams, its first wait for idle ends
+        their sending."""
         if line.startswith(ROLL_PLAY):
             self.start()
+        if line.startswith(DRAIN_TASK):
+            self.draining.set()
         if line.startswith(WAIT_TASK):
             self.wait_started.set()
 
@@ -216,7 +223,6 @@ class StreamLoad(object):
         """Start the streams and the watcher (once)."""
         if self.t0 is None:
             self.t0 = time.monotonic()
-            self.rolling.set()
             for t in self.threads:
                 t.start()
 
@@ -378,6 +384,22 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     for c in ENGINES:
         assert served_version(c).startswith(A), "converge should serve version A on %s" % c
     assert drained_now() == []
+    # An engine beyond loopback admits only its gateway (and its own host): from another engine host
+    # the port drops every packet, while the gateway's direct requests (below) reach it.
+    probe = ("curl -s -m 5 -o /dev/null -w '%%{http_code}' --cacert %s https://%s:8000/version; echo \" rc=$?\""
+             % (GATEWAY_ENGINE_CA, address(ENGINES[0])))
+    blocked, allowed = on_host(ENGINES[1], probe, check=False), on_host(GATEWAY, probe, check=False)
+    # ...and over TLS only, with a certificate of the collection's CA that the gateway checks
+    plain = on_host(GATEWAY, "curl -s -m 5 -o /dev/null -w '%%{http_code}' http://%s:8000/version; echo \" rc=$?\""
+                    % address(ENGINES[0]), check=False)
+    print("engine port of %s: from %s %s; from the gateway %s over TLS, %s in plain HTTP"
+          % (ENGINES[0], ENGINES[1], blocked, allowed, plain))
+    assert "rc=28" in blocked, blocked
+    assert allowed.startswith("200"), allowed
+    assert not plain.startswith("200"), plain
+    assert "IPAddressDeny=any" in on_host(ENGINES[0], "systemctl cat %s" % UNIT)
+    proxy = on_host(GATEWAY, "cat /etc/nginx/llmops/proxy.conf")
+    assert "proxy_pass https://llmops_engines;" in proxy and "proxy_ssl_verify on;" in proxy, proxy
     starts = {c: unit_start(c) for c in ENGINES}
     links = {c: current(c) for c in ENGINES}
 

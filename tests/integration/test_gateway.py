@@ -146,6 +146,55 @@ def test_models_lists_only_the_served_name(client, host_ip):
     assert "/var/lib" not in text and "root" not in body["data"][0]
 
 
+@pytest.fixture(scope="module")
+def sdk(host, host_ip, tmp_path_factory):
+    """The official OpenAI SDK on the controller, pinned to the gateway's certificate."""
+    import openai
+    import ssl
+    cert = tmp_path_factory.mktemp("gateway") / "gateway.crt"
+    cert.write_text(host.file(CERT).content_string)
+    ctx = ssl.create_default_context(cafile=str(cert))
+    ctx.check_hostname = False  # the certificate names the inventory host, reached here by address
+    return openai.OpenAI(base_url="https://%s:%s/v1" % (host_ip, PORT), api_key=sorted(KEYS.values())[0], max_retries=0,
+                         timeout=120, http_client=openai.DefaultHttpxClient(verify=ctx, trust_env=False))
+
+
+def test_openai_sdk_tools_with_auto_tool_choice_through_the_gateway(sdk):
+    """The official SDK from the controller, as a user's agent sends it: tools with tool_choice "auto"
+    (the engines answer 400 without a tool-call parser). Random weights call no tool: the answer is
+    a normal completion that stops at max_tokens."""
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    resp = sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                       tools=tools, tool_choice="auto", max_tokens=8, temperature=0)
+    choice = resp.choices[0]
+    assert choice.finish_reason in ("length", "stop", "tool_calls"), choice
+    assert resp.usage.completion_tokens >= 1
+    print("tools with tool_choice=auto through the gateway (%s): finish_reason %s, tool_calls %s"
+          % (ENGINE, choice.finish_reason, choice.message.tool_calls))
+
+
+def test_openai_sdk_json_schema_answer_is_valid_json_of_the_schema(sdk):
+    """response_format json_schema through the gateway: the engine's grammar backend
+    (serving_structured_output) holds even random weights to the schema, so the answer parses and
+    conforms; a model left to itself would not."""
+    schema = {"type": "object", "additionalProperties": False, "required": ["city", "days"],
+              "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                             "days": {"type": "integer", "minimum": 1, "maximum": 9}}}
+    resp = sdk.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Which city, for how many days? Answer in JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "trip", "strict": True, "schema": schema}},
+        max_tokens=120, temperature=0)
+    choice = resp.choices[0]
+    assert choice.finish_reason == "stop", choice
+    answer = json.loads(choice.message.content)
+    assert set(answer) == {"city", "days"} and answer["city"] in ("Paris", "Rome", "Oslo"), answer
+    assert isinstance(answer["days"], int) and 1 <= answer["days"] <= 9, answer
+    print("json_schema through the gateway (%s): %s in %d tokens" % (ENGINE, choice.message.content,
+                                                                     resp.usage.completion_tokens))
+
+
 @pytest.mark.parametrize("path", ["/tokenize", "/v1/embeddings", "/v1/load_lora_adapter", "/docs", "/"])
 def test_routes_outside_the_list_are_not_found(client, host_ip, path):
     status, _, _ = gw(client, host_ip, path, key=next(iter(KEYS.values())))
@@ -245,3 +294,97 @@ def test_units_are_hardened(host, unit):
     score = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", out).group(1))
     print("%s: systemd-analyze security %.1f" % (unit, score))
     assert score <= 3.0, out
+
+
+# ---------------------------------------------------------------------------------------------
+# every route the engine registers, from outside; the TLS configuration and open ports, by scanners
+# ---------------------------------------------------------------------------------------------
+ALLOWED = set(os.environ.get("LLMOPS_GATEWAY_ROUTES", "/v1/chat/completions,/v1/completions").split(",")) | {"/v1/models"}
+INTERNAL = {"/health", "/metrics"}
+PROBE = r"""
+import json, socket, ssl, sys, urllib.error, urllib.request
+gateway, name, port, direct, key, paths = json.loads(sys.argv[1])
+ctx = ssl.create_default_context(cafile="/tmp/gateway.crt")
+def ask(url, method, **kw):
+    req = urllib.request.Request(url, method=method, data=b"{}" if method == "POST" else None,
+                                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        return urllib.request.urlopen(req, timeout=20, **kw).status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, socket.timeout, ConnectionError, OSError):
+        return 0
+# the certificate names the gateway host: connect to its address with that name
+real = socket.getaddrinfo
+socket.getaddrinfo = lambda host, *a, **k: real(gateway if host == name else host, *a, **k)
+out = {}
+for path, method in paths:
+    out[path] = [ask("https://%s:%s%s" % (name, port, path), method, context=ctx), ask("http://%s%s" % (direct, path), method)]
+print(json.dumps(out))
+"""
+
+
+def engine_routes(host):
+    """(path, method) of every route the running engine's own app registers (its OpenAPI schema),
+    with path parameters filled in, plus the ones FastAPI leaves out of the schema."""
+    schema = json.loads(host.check_output("curl -sS -m 30 -H 'Authorization: Bearer %s' http://%s/openapi.json"
+                                          % (ENGINE_KEY, LISTEN)))
+    routes = {}
+    for path, methods in schema["paths"].items():
+        concrete = re.sub(r"\{[^}]+\}", "x", path)
+        routes[concrete] = "GET" if "get" in methods else sorted(methods)[0].upper()
+    for path in ("/metrics", "/health", "/health_generate", "/docs", "/openapi.json"):
+        routes.setdefault(path, "GET")
+    return sorted(routes.items())
+
+
+def test_every_engine_route_is_closed_except_the_allowed_ones(host, client, host_ip):
+    routes = engine_routes(host)
+    assert len(routes) > 10, routes
+    port = LISTEN.rsplit(":", 1)[1]
+    key = next(iter(KEYS.values()))
+    seen = json.loads(client.check_output("python3 -c %s %s" % (shlex.quote(PROBE), shlex.quote(json.dumps(
+        [host_ip, GATEWAY_NAME, PORT, "%s:%s" % (host_ip, port), key, routes])))))
+    print("%s %s: %d routes; through the gateway / straight to the engine port (0 = no connection)"
+          % (ENGINE, LISTEN, len(routes)))
+    for path, (via_gateway, direct) in sorted(seen.items()):
+        print("  %-40s %3d  %3d" % (path, via_gateway, direct))
+    wrong = {}
+    for path, (via_gateway, direct) in seen.items():
+        expected_open = path in ALLOWED
+        if direct != 0:
+            wrong[path] = "the engine port answered %d from another host" % direct
+        elif path in INTERNAL and via_gateway != 403:
+            wrong[path] = "internal route answered %d, not 403, from outside" % via_gateway
+        elif not expected_open and path not in INTERNAL and via_gateway != 404:
+            wrong[path] = "not on the route list, but answered %d" % via_gateway
+        elif expected_open and via_gateway in (0, 404):
+            wrong[path] = "on the route list, but answered %d" % via_gateway
+    assert not wrong, wrong
+
+
+def test_sslscan_finds_only_modern_tls(client, host_ip):
+    out = client.check_output("sslscan --no-colour --xml=/tmp/sslscan.xml %s:%s >/dev/null; cat /tmp/sslscan.xml"
+                              % (host_ip, PORT))
+    protocols = dict(re.findall(r'<protocol type="(?:ssl|tls)" version="([0-9.]+)" enabled="([01])"', out))
+    ciphers = re.findall(r'<cipher status="(?:preferred|accepted)" sslversion="([^"]+)" bits="\d+" cipher="([^"]+)"', out)
+    print("sslscan %s:%s: protocols %s; ciphers %s" % (host_ip, PORT, protocols, sorted(set(ciphers))))
+    assert ciphers, out[:2000]
+    enabled = sorted(v for v, on in protocols.items() if on == "1")
+    assert enabled == ["1.2", "1.3"], protocols
+    for version, cipher in ciphers:
+        if version == "TLSv1.3":
+            continue
+        assert cipher.startswith(("ECDHE-", "DHE-")), "static RSA key exchange: %s" % cipher
+        assert "GCM" in cipher or "CHACHA20" in cipher, "not an AEAD suite (CBC): %s" % cipher
+        assert not cipher.endswith("-SHA"), "SHA-1 MAC: %s" % cipher
+
+
+def test_a_port_scan_finds_only_the_gateway(host, client, host_ip):
+    out = client.check_output("nmap -sT -Pn -n -p- --min-rate 5000 -T4 --open -oG - %s" % host_ip)
+    open_ports = sorted(int(p) for p in re.findall(r"(\d+)/open/tcp", out))
+    # what listens beyond loopback on the host (the engine's internal ports among them)
+    listening = sorted(set(int(a.rsplit(":", 1)[1]) for a in host.check_output("ss -Hltn | awk '{print $4}'").split()
+                           if not a.startswith(("127.", "[::1]"))))
+    print("nmap -sT -p- %s: open %s; listening beyond loopback there: %s" % (host_ip, open_ports, listening))
+    assert open_ports == [int(PORT)], out

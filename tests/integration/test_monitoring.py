@@ -3,8 +3,10 @@
 """Monitoring on a converged host (testinfra, podman backend; the default scenario, on each engine).
 
 Prometheus from Debian runs on loopback, loads the rules written for the engine that runs now and
-scrapes its /metrics.
+scrapes its /metrics; Alertmanager from Debian runs beside it on loopback and delivers the firing
+alerts: the last test stops the engine and waits for the LLMEngineDown notification at a webhook.
 """
+import calendar
 import json
 import os
 import re
@@ -19,6 +21,37 @@ MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
 ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
 # Live scrapes are kept here, so that tests/fixtures/metrics can be refreshed from a real engine.
 SCRAPE_DIR = os.environ.get("LLMOPS_METRICS_SCRAPE_DIR", "")
+ALERTMANAGER = "http://127.0.0.1:9093"
+# The scenario's monitoring_alert_webhook_url (molecule/default/molecule.yml): the test's receiver.
+HOOK_PORT = 9099
+# outside the llmops-* names, which test_endpoint counts as the collection's own units
+HOOK_UNIT = "alert-webhook-test"
+HOOK_SCRIPT = "/tmp/llmops-test-webhook.py"
+HOOK_LOG = "/tmp/llmops-test-webhook.jsonl"
+# Appends each POST body to a file, one line each (Alertmanager's webhook JSON).
+HOOK_CODE = """import http.server
+import sys
+
+
+class Hook(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with open(sys.argv[1], "ab") as out:
+            out.write(body.replace(b"\\n", b" ") + b"\\n")
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[2])), Hook).serve_forever()
+"""
+# Bounds: the scenario's 5 s scrapes and evaluations, 10 s engine_down_for and 5 s group_wait make
+# the notification arrive in about half a minute; the engine's own start is slower.
+DELIVERY_TIMEOUT = 150
+ENGINE_START_TIMEOUT = 300
 
 
 def active_engine(host):
@@ -54,14 +87,38 @@ def test_prometheus_runs_on_loopback_only(host):
 
 def test_rules_pass_promtool_on_the_host(host):
     out = host.check_output("promtool check rules /etc/prometheus/rules.d/llmops-engine.yml")
-    assert "SUCCESS: 5 rules found" in out
+    assert "SUCCESS: 7 rules found" in out
     host.check_output("promtool check config /etc/prometheus/prometheus.yml")
+    host.check_output("amtool check-config /etc/prometheus/alertmanager.yml")
+
+
+def test_alertmanager_runs_on_loopback_only_and_prometheus_sends_to_it(host):
+    alertmanager = host.service("prometheus-alertmanager")
+    assert alertmanager.is_running and alertmanager.is_enabled
+    # its web port on loopback only, and no cluster (gossip) port, which would be 0.0.0.0:9094 (TCP
+    # and UDP). Sockets by port: ss cannot name the process of every unit (its /proc is not always
+    # readable), and the port scan from another host (test_gateway.py) covers the rest.
+    listen_port = ALERTMANAGER.rsplit(":", 1)[1]
+    listeners = [line.split() for line in host.check_output("ss -Hlntu 'sport = :%s'" % listen_port).splitlines()]
+    assert [(fields[0], fields[4]) for fields in listeners] == [("tcp", "127.0.0.1:%s" % listen_port)], listeners
+    assert host.run("ss -Hlntu 'sport = :9094'").stdout.strip() == ""
+    status = json.loads(host.check_output("curl -sf -m 20 %s/api/v2/status" % ALERTMANAGER))
+    assert status["cluster"]["status"] == "disabled", status["cluster"]
+    # Prometheus picks the Alertmanager up at its configuration load: bounded wait for it.
+    deadline = time.time() + 60
+    while True:
+        active = [a["url"] for a in api(host, "/api/v1/alertmanagers")["activeAlertmanagers"]]
+        if active or time.time() > deadline:
+            break
+        time.sleep(2)
+    assert len(active) == 1 and active[0].startswith(ALERTMANAGER + "/api/"), active
 
 
 def test_loaded_rules_use_the_running_engines_names(host):
     engine = active_engine(host)
     rules = {r["name"]: r for g in api(host, "/api/v1/rules")["groups"] for r in g["rules"]}
-    assert {"LLMEngineDown", "LLMKVCachePressure", "LLMQueueGrowing", "LLMTTFTP99OverSLO", "GPUXidError"} <= set(rules)
+    assert {"LLMEngineDown", "LLMKVCachePressure", "LLMQueueGrowing", "LLMTTFTP99OverSLO", "LLME2ELatencyP99OverSLO",
+            "LLMErrorRateHigh", "GPUXidError"} <= set(rules)
     kv = rules["LLMKVCachePressure"]["query"]
     if engine == "vllm":
         assert "vllm:kv_cache_usage_perc" in kv and "gpu_cache_usage_perc" not in kv
@@ -72,8 +129,10 @@ def test_loaded_rules_use_the_running_engines_names(host):
 def test_engine_is_scraped_and_its_rule_metrics_exist(host):
     engine = active_engine(host)
     wanted = {"vllm": ["vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
-                       "vllm:time_to_first_token_seconds_bucket"],
-              "sglang": ["sglang:token_usage", "sglang:num_queue_reqs", "sglang:time_to_first_token_seconds_bucket"]}[engine]
+                       "vllm:time_to_first_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
+                       "vllm:request_success_total"],
+              "sglang": ["sglang:token_usage", "sglang:num_queue_reqs", "sglang:time_to_first_token_seconds_bucket",
+                         "sglang:e2e_request_latency_seconds_bucket", "sglang:http_responses_total"]}[engine]
     complete(host)
     # Prometheus scrapes on its interval: wait for a scrape that carries every wanted series.
     deadline = time.time() + 90
@@ -127,3 +186,73 @@ def test_dashboard_queries_parse_and_show_the_running_engine(host):
         names = set(re.findall(r"\b(?:vllm|sglang):[a-z0-9_]+", " ".join(panel_exprs)))
         if names:
             assert {n for n in names if n.startswith(engine + ":")} & live, (panel["title"], names)
+
+
+def _epoch(stamp):
+    """Seconds since the epoch of an RFC 3339 UTC time as Alertmanager writes it (2026-01-02T03:04:05.678Z)."""
+    match = re.match(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?Z$", stamp)
+    assert match, stamp
+    whole = calendar.timegm(tuple(int(part) for part in match.groups()[:6]))
+    return whole + float(match.group(7) or 0)
+
+
+def _firing_engine_down(lines, since):
+    """The first notification in `lines` (one webhook POST body each) with LLMEngineDown firing since `since`."""
+    for line in lines:
+        try:
+            body = json.loads(line)
+        except ValueError:
+            continue
+        for alert in body.get("alerts", []):
+            if (alert.get("status") == "firing" and alert.get("labels", {}).get("alertname") == "LLMEngineDown"
+                    and _epoch(alert["startsAt"]) >= since - 1):
+                return body
+    return None
+
+
+def _health(host):
+    return host.run("curl -s -o /dev/null -w '%%{http_code}' -m 5 http://%s/health" % LISTEN).stdout.strip()
+
+
+def test_an_engine_stop_reaches_the_webhook(host):
+    """Delivery end to end: the engine unit stops, Prometheus' LLMEngineDown fires, Alertmanager POSTs
+    it to the scenario's webhook (a receiver of this test's own on the host). The engine is started
+    again and healthy before the test ends, for the tests after it."""
+    unit = "llmops-%s.service" % active_engine(host)
+    host.run("systemctl stop %s; systemctl reset-failed %s" % (HOOK_UNIT, HOOK_UNIT))
+    host.check_output("printf '%%s' %s > %s && rm -f %s" % (shlex.quote(HOOK_CODE), HOOK_SCRIPT, HOOK_LOG))
+    host.check_output("systemd-run --unit %s /usr/bin/python3 %s %s %d" % (HOOK_UNIT, HOOK_SCRIPT, HOOK_LOG, HOOK_PORT))
+    delivered, waited, stopped = None, None, False
+    try:
+        listening = host.run("for i in $(seq 100); do ss -Hltn 'sport = :%d' | grep -q . && exit 0; sleep 0.1; done; "
+                             "exit 1" % HOOK_PORT)
+        assert listening.rc == 0, "the test's webhook never listened on %d" % HOOK_PORT
+        since = float(host.check_output("date +%s.%N"))
+        stopped = True
+        host.check_output("systemctl stop %s" % unit)
+        while True:
+            lines = host.run("cat %s 2>/dev/null" % HOOK_LOG).stdout.splitlines()
+            delivered = _firing_engine_down(lines, since)
+            waited = float(host.check_output("date +%s.%N")) - since
+            if delivered or waited > DELIVERY_TIMEOUT:
+                break
+            time.sleep(2)
+    finally:
+        healthy, started = "", time.time()
+        if stopped:
+            host.run("systemctl start --no-block %s" % unit)
+            while time.time() - started < ENGINE_START_TIMEOUT:
+                healthy = _health(host)
+                if healthy == "200":
+                    break
+                time.sleep(3)
+        host.run("systemctl stop %s; systemctl reset-failed %s; rm -f %s %s" % (HOOK_UNIT, HOOK_UNIT, HOOK_SCRIPT, HOOK_LOG))
+    print("LLMEngineDown reached the webhook %.1f s after `systemctl stop %s`; the engine answered /health %.0f s "
+          "after its start" % (waited, unit, time.time() - started))
+    assert delivered, "no LLMEngineDown firing at the webhook within %d s of stopping %s; it got: %s; alerts: %s" % (
+        DELIVERY_TIMEOUT, unit, lines[-3:], host.run("curl -s -m 10 %s/api/v2/alerts" % ALERTMANAGER).stdout[-1500:])
+    assert delivered["receiver"] == "llmops" and delivered["status"] == "firing", delivered
+    down = [a for a in delivered["alerts"] if a["labels"]["alertname"] == "LLMEngineDown"]
+    assert down[0]["labels"]["job"] == "llmops-engine" and down[0]["labels"]["severity"] == "critical", down
+    assert healthy == "200", "%s did not answer /health with 200 within %d s of its start (last: %r)" % (
+        unit, ENGINE_START_TIMEOUT, healthy)

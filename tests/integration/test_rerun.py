@@ -7,6 +7,7 @@
 Enabled by LLMOPS_RERUN=1 in the scenario's verifier env.
 """
 import concurrent.futures
+import datetime
 import json
 import os
 import subprocess
@@ -18,6 +19,41 @@ pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_RERUN") != "1", reason="s
 ENGINE = os.environ.get("LLMOPS_ENGINE", "vllm")
 UNIT = "llmops-%s.service" % ENGINE
 SQUAT_PORT = 18555
+GATEWAY_SQUAT_PORT = 18556
+ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
+CERT = "/etc/nginx/llmops/gateway.crt"
+
+
+def certificate(days, key=None):
+    """(certificate PEM, private key PEM): self-signed, valid from `days` ago if days < 0."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = key or ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, u"llmops-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = (now + datetime.timedelta(days=days - 30), now + datetime.timedelta(days=days)) if days < 0 else \
+        (now - datetime.timedelta(days=1), now + datetime.timedelta(days=days))
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+            .sign(key, hashes.SHA256()))
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), pem_key
+
+
+def tls_inputs():
+    from cryptography.hazmat.primitives.asymmetric import ec
+    good_cert, good_key = certificate(365)
+    other_key = certificate(365, key=ec.generate_private_key(ec.SECP256R1()))[1]
+    expired_cert, expired_key = certificate(-1)
+    return {
+        "tls_key_mismatch": ({"gateway_tls_certificate": good_cert, "gateway_tls_private_key": other_key},
+                             "does not belong to gateway_tls_private_key"),
+        "tls_expired": ({"gateway_tls_certificate": expired_cert, "gateway_tls_private_key": expired_key},
+                        "gateway_tls_certificate has expired"),
+    }
 
 
 def playbook(*args, extra=None):
@@ -50,10 +86,37 @@ BAD_INPUTS = {
                                                {"name": "team-a", "key": "molecule-dup-key-b-0123456789"}]},
                          "gateway_api_keys"),
     "kv_threshold": ({"monitoring_vllm_kv_cache_usage_max": 1.5}, "monitoring_vllm_kv_cache_usage_max"),
+    # keys as users really type them
+    "client_key_short": ({"gateway_api_keys": [{"name": "team-a", "key": "short-key-1"}]},
+                         "gateway_api_keys[0] (team-a) is shorter than 16"),
+    "engine_key_placeholder": ({"serving_api_key": "replace-with-openssl-rand-hex-32"},
+                               "serving_api_key looks like a placeholder"),
+    "client_key_quote_dollar": ({"gateway_api_keys": [{"name": "team-a", "key": 'molecule-"key"-$HOME-0123456789'}]},
+                                "gateway_api_keys[0] (team-a) holds a double quote, a dollar sign"),
+    "client_key_is_engine_key": ({"gateway_api_keys": [{"name": "team-a", "key": ENGINE_KEY}]},
+                                 "the key of team-a is the engine key"),
+    "no_client_keys": ({"gateway_api_keys": []}, "gateway_api_keys is empty"),
+    "monitoring_cidr": ({"gateway_monitoring_cidrs": ["10.0.0.300/24"]}, "gateway_monitoring_cidrs"),
+    "gateway_port_taken": ({"gateway_listen": "0.0.0.0:%d" % GATEWAY_SQUAT_PORT},
+                           "port %d on" % GATEWAY_SQUAT_PORT),
+    "old_tls": ({"gateway_tls_protocols": ["TLSv1", "TLSv1.2"]}, "gateway_tls_protocols"),
+    "engine_env_dollar": ({"engine_environment": {"HOME_COPY": "$HOME"}}, "engine_environment"),
     "kernels_mode": ({"sglang_kernels_mode": "fast"}, "sglang_kernels_mode"),
     # a misspelt spec variable would be ignored and the spec's own value served
     "typo": ({"serving_modle": {"name": "qwen3-32b", "source": "hf://Qwen/Qwen3-32B@main"}},
              "serving_modle is not a variable of the serving spec: did you mean serving_model?"),
+    "tool_calling": ({"serving_tool_calling": "maybe"}, "serving_tool_calling must be auto, true or false"),
+    "speculative_method": ({"serving_speculative": {"method": "medusa"}}, "serving_speculative (spec.speculative) needs a method"),
+    "chunked_prefill_key": ({"serving_chunked_prefill": {"chunk_size": 2048}},
+                            "serving_chunked_prefill takes chunk_tokens and long_prefill_threshold only"),
+    "long_context_shape": ({"serving_long_context": {"factor": 4}}, "serving_long_context (spec.long_context) must be"),
+    "priority_unsupported": ({"serving_engine": "sglang", "serving_stack": "cuda12.4", "serving_allow_synthetic": True,
+                              "serving_priority_scheduling": True},
+                             "serving_priority_scheduling: SGLang 0.4.6.post5 has no flag for it"),
+    # TLS on the engine's port asked of an SGLang that has no TLS flags (cuda12.4 pins 0.4.6.post5)
+    "engine_tls_unsupported": ({"serving_engine": "sglang", "serving_stack": "cuda12.4", "serving_allow_synthetic": True,
+                                "serving_engine_tls": True},
+                               "serving_engine_tls: SGLang 0.4.6.post5 has no flag"),
     # random weights on a GPU profile
     "synthetic_on_gpu": ({"serving_stack": "cuda12.4",
                           "serving_model": {"name": "qwen3-tiny", "source": "synthetic://qwen3-tiny", "lora": None}},
@@ -61,25 +124,55 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.engine_independent
 def test_bad_inputs_fail_before_anything_changes(host):
     before = snapshot(host)
-    # Another program holds a port (a transient unit outside our llmops-* names).
-    host.run("systemd-run --unit squatter-%d python3 -m http.server %d --bind 127.0.0.1" % (SQUAT_PORT, SQUAT_PORT))
-    listening = host.run("for i in $(seq 100); do ss -Hltn 'sport = :%d' | grep -q . && exit 0; sleep 0.1; done; "
-                         "exit 1" % SQUAT_PORT)
+    bad_inputs = dict(BAD_INPUTS, **tls_inputs())
+    # Other programs hold ports (transient units outside our llmops-* names).
+    for port in (SQUAT_PORT, GATEWAY_SQUAT_PORT):
+        host.run("systemd-run --unit squatter-%d python3 -m http.server %d --bind 127.0.0.1" % (port, port))
+    listening = host.run("for i in $(seq 100); do ss -Hltn 'sport = :%d' | grep -q . && ss -Hltn 'sport = :%d' | grep -q . "
+                         "&& exit 0; sleep 0.1; done; exit 1" % (SQUAT_PORT, GATEWAY_SQUAT_PORT))
     try:
-        # without it the "port taken" run would really move the engine to that port
-        assert listening.rc == 0, "the squatter never listened on %d" % SQUAT_PORT
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(BAD_INPUTS)) as pool:
-            runs = dict((name, pool.submit(playbook, extra=extra)) for name, (extra, _) in BAD_INPUTS.items())
+        # without them the "port taken" runs would really move the engine or the gateway to that port
+        assert listening.rc == 0, "the squatters never listened on %d, %d" % (SQUAT_PORT, GATEWAY_SQUAT_PORT)
+        # two cores: a few validation plays at a time
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            runs = dict((name, pool.submit(playbook, extra=extra)) for name, (extra, _) in bad_inputs.items())
             results = dict((name, fut.result()) for name, fut in runs.items())
     finally:
-        host.run("systemctl stop squatter-%d" % SQUAT_PORT)
-    for name, (extra, variable) in BAD_INPUTS.items():
+        for port in (SQUAT_PORT, GATEWAY_SQUAT_PORT):
+            host.run("systemctl stop squatter-%d" % port)
+    for name, (extra, variable) in bad_inputs.items():
         rc, out = results[name]
         assert rc != 0, "%s: the play passed with %s" % (name, extra)
         assert variable in out, "%s: the failure does not name %s:\n%s" % (name, variable, out[-2500:])
         # It stopped in the read-only plays: no task of the changing roles ran.
         assert "Serve a Qwen chat model" not in out, "%s: reached the changing play" % name
+        for secret in [ENGINE_KEY] + [c["key"] for c in extra.get("gateway_api_keys", [])]:
+            assert len(secret) < 12 or secret not in out, "%s: a key is printed in the failure" % name
     assert snapshot(host) == before
     assert host.service(UNIT).is_running
+
+
+def not_after(host):
+    return host.check_output("openssl x509 -noout -enddate -in %s" % CERT).split("=", 1)[1]
+
+
+@pytest.mark.engine_independent
+def test_a_self_signed_certificate_about_to_expire_is_renewed(host):
+    # the gateway's own key, a certificate that ends in two days (inside gateway_tls_renew_days)
+    host.check_output("openssl req -x509 -key /etc/nginx/llmops/gateway.key -days 2 -subj /CN=old -out %s "
+                      "&& systemctl reload nginx" % CERT)
+    old = not_after(host)
+    rc, out = playbook("--tags", "gateway")
+    assert rc == 0, out[-3000:]
+    new = not_after(host)
+    days = (datetime.datetime.strptime(new, "%b %d %H:%M:%S %Y %Z") - datetime.datetime.utcnow()).days
+    print("self-signed certificate: ended %s, renewed to end %s (%d days)" % (old, new, days))
+    assert days > 800
+    served = host.check_output("echo | openssl s_client -connect 127.0.0.1:8443 2>/dev/null | openssl x509 -noout -enddate")
+    assert served.split("=", 1)[1] == new
+    # renewed once: the next run leaves it
+    rc, out = playbook("--tags", "gateway")
+    assert rc == 0 and not_after(host) == new

@@ -115,7 +115,10 @@ def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_clean
            os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml"),
            "--skip-tags", "gateway,monitoring",
            "-e", "serving_chat_template=%s" % template]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # Its output goes to a file: an unread pipe fills up and would stall the run before the build.
+    log = tmp_path / "killed-run.log"
+    with open(log, "w") as out_file:
+        proc = subprocess.Popen(cmd, stdout=out_file, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         started = False
         for dummy in range(3000):
@@ -125,7 +128,7 @@ def test_a_build_killed_before_its_flip_leaves_the_old_build_served_and_is_clean
                 started = True
                 break
             time.sleep(0.2)
-        assert started, "no build began:\n" + (proc.communicate()[0] if proc.poll() is not None else "")[-3000:]
+        assert started, "no build began:\n" + log.read_text()[-3000:]
         # The crash: the run, its workers, the async module and the build in the engine venv die at once.
         kill_run(proc.pid)
         host.run("pkill -9 -f async_wrapper; pkill -9 -f AnsiballZ_weights_convert; pkill -9 -f run_in_venv")

@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, llmops.serving maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make monitoring-rules`: render the monitoring role's rules per engine version, then
-`promtool check rules` and `promtool test rules` on them.
+`promtool check rules` and `promtool test rules` on them; `amtool check-config` on its Alertmanager
+configuration where an amtool is at hand.
 
 Each tests/monitoring/rules/<engine>-<version>.test.yml is run against the rules rendered for that
 engine and version (rule_files: [llmops-engine.yml]). Before promtool runs, every series name the
@@ -24,17 +25,58 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import render_rules  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# What the test files assume about the deployment.
-TEST_VARS = {"serving_max_concurrency": 10, "monitoring_ttft_p99_slo_seconds": 0.5}
+# What the test files assume about the deployment: a:8000 is the engine's scrape target.
+TEST_VARS = {"serving_max_concurrency": 10, "monitoring_ttft_p99_slo_seconds": 0.5,
+             "monitoring_e2e_p99_slo_seconds": 10, "monitoring_error_rate_max": 0.05,
+             "__monitoring_engine_target": "a:8000"}
+# The Alertmanager configurations amtool checks: the role's default (no integration), a webhook, and
+# receivers of the user's own (each gets every alert).
+ALERTMANAGER_CASES = {
+    "no receiver": {},
+    "webhook": {"monitoring_alert_webhook_url": "https://alerts.example.com/hook?token=x"},
+    "receivers": {"monitoring_alert_receivers": [
+        {"name": "ops-webhook", "webhook_configs": [{"url": "http://127.0.0.1:9099/alerts"}]},
+        {"name": "ops-mail", "email_configs": [
+            {"to": "ops@example.com", "from": "am@example.com", "smarthost": "127.0.0.1:25"}]}]},
+}
 
 
-def promtool():
-    candidates = [os.environ.get("PROMTOOL"), shutil.which("promtool"),
-                  os.path.join(os.environ.get("LLMOPS_CACHE", os.path.expanduser("~/.cache/llmops-serving")), "bin", "promtool")]
+def _tool(name):
+    candidates = [os.environ.get(name.upper()), shutil.which(name),
+                  os.path.join(os.environ.get("LLMOPS_CACHE", os.path.expanduser("~/.cache/llmops-serving")), "bin", name)]
     for path in candidates:
         if path and os.access(path, os.X_OK):
             return path
-    sys.exit("promtool not found: run `make promtool` (or set PROMTOOL)")
+    return None
+
+
+def promtool():
+    return _tool("promtool") or sys.exit("promtool not found: run `make promtool` (or set PROMTOOL)")
+
+
+def check_alertmanager():
+    """`amtool check-config` (Debian's prometheus-alertmanager) on the role's Alertmanager
+    configurations; a note, not a failure, where no amtool is at hand (AMTOOL, PATH or the cache's
+    bin/amtool): the hosts' own amtool checks it before it is written."""
+    tool = _tool("amtool")
+    if tool is None:
+        print("note alertmanager.yml: not checked, no amtool (set AMTOOL, or unpack /usr/bin/amtool of "
+              "Debian's prometheus-alertmanager into the cache's bin/)")
+        return 0
+    failures = 0
+    work = tempfile.mkdtemp(prefix="llmops-alertmanager-")
+    try:
+        for case, overrides in sorted(ALERTMANAGER_CASES.items()):
+            with open(os.path.join(work, "alertmanager.yml"), "w", encoding="utf-8") as handle:
+                handle.write(render_rules.render_alertmanager(**overrides))
+            proc = subprocess.run([tool, "check-config", "alertmanager.yml"], cwd=work, capture_output=True, text=True,
+                                  check=False)
+            print("%s alertmanager.yml (%s) check-config: %s" % ("ok  " if proc.returncode == 0 else "FAIL", case,
+                                                                 (proc.stdout + proc.stderr).strip().replace("\n", "\n    ")))
+            failures += proc.returncode != 0
+    finally:
+        shutil.rmtree(work)
+    return failures
 
 
 def series_names(test_file):
@@ -78,13 +120,18 @@ def main():
         try:
             with open(os.path.join(work, "llmops-engine.yml"), "w", encoding="utf-8") as handle:
                 handle.write(render_rules.render(engine, version, **TEST_VARS))
+            with open(os.path.join(work, "prometheus.yml"), "w", encoding="utf-8") as handle:
+                handle.write(render_rules.render_prometheus(engine, version))
             shutil.copy(test_file, os.path.join(work, "test.yml"))
-            for argv in ([tool, "check", "rules", "llmops-engine.yml"], [tool, "test", "rules", "test.yml"]):
+            for argv in ([tool, "check", "rules", "llmops-engine.yml"], [tool, "test", "rules", "test.yml"],
+                         [tool, "check", "config", "--syntax-only", "prometheus.yml"]):
                 proc = subprocess.run(argv, cwd=work, capture_output=True, text=True)
-                print("%s %s %s: %s" % ("ok  " if proc.returncode == 0 else "FAIL", name, argv[1], (proc.stdout + proc.stderr).strip().replace("\n", "\n    ")))
+                print("%s %s %s: %s" % ("ok  " if proc.returncode == 0 else "FAIL", name, " ".join(argv[1:3]),
+                                        (proc.stdout + proc.stderr).strip().replace("\n", "\n    ")))
                 failures += proc.returncode != 0
         finally:
             shutil.rmtree(work)
+    failures += check_alertmanager()
     print("monitoring rules: %s" % ("%d failure(s)" % failures if failures else "all passed"))
     return 1 if failures else 0
 

@@ -131,6 +131,13 @@ def test_repo_source_is_signed_and_points_at_the_mirror(host):
 
 
 @pytest.mark.on_host(REPO)
+def test_repo_key_trusted_is_the_served_one(host):
+    # the role wrote the text it checked against the stand-in key's fingerprint, byte for byte
+    served = host.file("/srv/nvidia-repo/debian12/x86_64/llmops-test.pub").content_string
+    assert host.file("/etc/apt/keyrings/llmops-nvidia-cuda.asc").content_string == served
+
+
+@pytest.mark.on_host(REPO)
 def test_repo_driver_open_flavour_held(host):
     held = holds(host)
     for pkg in ("nvidia-driver-550-open", "nvidia-dkms-550-open"):
@@ -159,8 +166,16 @@ def test_repo_dcgm_and_toolkit(host):
 
 
 # ------------------------------------------------------------------ bad inputs (llmops-nvidia-2)
+def stand_in_key_fingerprint():
+    """The fingerprint of the stand-in repository's key, which prepare.yml's build.py made and wrote."""
+    path = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "nvidia_repo", "debian12", "x86_64",
+                        "llmops-test.fingerprint")
+    with open(path) as f:
+        return f.read().strip()
+
+
 def converge(extra):
-    extra = dict(REPO_VARS, **extra)
+    extra = dict(dict(REPO_VARS, nvidia_driver_repo_key_fingerprint=stand_in_key_fingerprint()), **extra)
     return subprocess.run(
         ["ansible-playbook", "-i", REPO + ",", "-c", "llmops_podman", CONVERGE,
          "-e", json.dumps(extra)],
@@ -181,7 +196,16 @@ def snapshot(host):
     ({"nvidia_driver_branch": 535, "serving_stack": "cpu"}, "Driver branch 535 (nvidia_driver_branch) is too old for CUDA 12.4"),
     ({"nvidia_driver_repo_url": "http://127.0.0.1:9/mirror"},
      "NVIDIA's repository http://127.0.0.1:9/mirror/debian12/x86_64 is unreachable"),
-], ids=["unknown-branch", "branch-below-stack", "branch-too-old-for-cuda", "repo-unreachable"])
+    # a key other than the one the inventory names is never trusted (nor written to /etc/apt/keyrings)
+    ({"nvidia_driver_repo_key_fingerprint": "0" * 40},
+     "and nvidia_driver_repo_key_fingerprint is %s. The file must hold exactly that one key." % ("0" * 40)),
+    # NVIDIA's own key, expected of the stand-in's (the role's default for a mirror without its own key)
+    ({"nvidia_driver_repo_key_fingerprint": "EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"},
+     "is EB693B3035CD5710E231E123A4B469963BF863CC (NVIDIA's published fingerprint of 3bf863cc.pub)."),
+    # a short key ID names no key: anyone can make one with a chosen ID
+    ({"nvidia_driver_repo_key_fingerprint": "3BF863CC"}, "A short key ID is not enough."),
+], ids=["unknown-branch", "branch-below-stack", "branch-too-old-for-cuda", "repo-unreachable",
+        "key-fingerprint-differs", "key-not-nvidias", "key-fingerprint-short"])
 @pytest.mark.on_host(REPO)
 def test_bad_input_fails_before_any_change(host, extra, message):
     before = snapshot(host)

@@ -156,3 +156,21 @@ def test_full_run_writes_results(engine, tmp_path, monkeypatch):
     assert result["mixed"]["summary"]["ok"] == 10 and result["mixed"]["summary"]["output_tokens"] == 40
     assert [p["concurrency"] for p in result["sweep"]] == [1, 2]
     assert result["mixed"]["by_kind"]["summary"]["requests"] == 2
+
+
+def test_the_key_is_read_from_the_engines_environment_file(tmp_path, monkeypatch):
+    env_file = tmp_path / "vllm.env"
+    env_file.write_text('# managed\nVLLM_API_KEY="k-0123456789abcdef"\nHF_HUB_OFFLINE="1"\nOTHER=plain\n')
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    args = lg.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "o.json"),
+                          "--api-key-env", "VLLM_API_KEY", "--api-key-env-file", str(env_file)])
+    assert args.api_key == "k-0123456789abcdef"
+    assert lg.key_from_env_file(str(env_file), "OTHER") == "plain"
+    assert lg.key_from_env_file(str(env_file), "MISSING") == ""
+
+
+def test_an_https_engine_is_reached_with_the_given_ca(tmp_path):
+    import ssl
+    assert lg.tls_context("http://127.0.0.1:8000", "") is None
+    ctx = lg.tls_context("https://127.0.0.1:8000", "")
+    assert isinstance(ctx, ssl.SSLContext) and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname

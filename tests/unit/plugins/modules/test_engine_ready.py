@@ -280,7 +280,7 @@ def test_documentation_matches_the_argument_spec():
     doc = yaml.safe_load(module.DOCUMENTATION)
     yaml.safe_load(module.EXAMPLES)
     assert set(doc["options"]) == {"url", "model", "api_key", "health_path", "prompt", "max_tokens", "timeout",
-                                   "interval", "unit", "progress_file"}
+                                   "interval", "unit", "progress_file", "ca_path"}
     assert doc["options"]["progress_file"]["type"] == "path"
     assert set(RETURNS) == {"ready", "ready_after_s", "health_after_s", "time_to_ready_s", "latency_s", "usage",
                             "finish_reason", "model", "msg", "journal", "cause"}
