@@ -29,10 +29,12 @@ export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # NAME@ENGINE re-runs scenario NAME on the hosts the entry before it left, switched to ENGINE: the
 # default scenario's hosts serve vLLM, then SGLang. SCENARIOS_BESIDE run in the background meanwhile
 # (on the core the engines' single-threaded starts leave idle). See tests/harness/run-scenarios.sh.
-# The fleet scenario runs last and alone: its streamed load must not compete with another suite
-# for the two cores (`make test-fleet` runs only it).
+# The fleet scenario's verify runs last and alone: its streamed load must not compete with another
+# suite for the two cores. Its hosts are created and converged beside the entries before it
+# (fleet:converge: no load there), so only the verify stays on the critical path (`make test-fleet`
+# runs the whole scenario alone).
 SCENARIOS ?= default default@sglang fleet
-SCENARIOS_BESIDE ?= offline nvidia
+SCENARIOS_BESIDE ?= offline nvidia fleet:converge
 ENGINE ?= vllm
 PROFILE ?= cpu
 

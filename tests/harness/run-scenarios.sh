@@ -12,6 +12,9 @@
 # engine starts and Ansible's controller are mostly single-threaded, so a second scenario uses the
 # core they leave idle. Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed
 # when they end; the background must be done before the last entry starts, which runs alone.
+# NAME:converge in BESIDE creates and converges NAME's hosts in the background (destroy, create,
+# converge): the entry NAME then runs only verify and destroy on them, so a scenario whose verify
+# must run alone (the fleet's streamed load) has its slow, load-free converge off the critical path.
 # A failed entry is reported at the end; the entries of the same scenario after it are skipped.
 # The converge of the entries named in VERBOSE (default: every entry of the default scenario) runs
 # at -vvv, its output in LOG_DIR/ENTRY.converge.log (the tail printed here): the verify greps it for
@@ -57,14 +60,31 @@ broken=""
 
 scenario_of() { printf '%s' "${1%%@*}"; }
 
+# converge_beside NAME: the hosts of scenario NAME, created and converged (no verify, no destroy)
+converge_beside() {
+  local action
+  for action in destroy create converge; do
+    "$molecule" "$action" -s "$1" || return $?
+  done
+}
+
 run_beside() {
   local name start rc
   for name in $BESIDE; do
     start=$(date +%s)
     rc=0
-    PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
+    if [[ "$name" == *:converge ]]; then
+      converge_beside "${name%:converge}" > "$log_dir/$name.log" 2>&1 || rc=$?
+    else
+      PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
+    fi
     echo "$name $rc $(( $(date +%s) - start ))" >> "$log_dir/beside.done"
   done
+}
+
+# converged_beside NAME: 0 when BESIDE converged NAME's hosts and that succeeded
+converged_beside() {
+  [[ " ${BESIDE:-} " == *" $1:converge "* ]] && grep -q "^$1:converge 0 " "$log_dir/beside.done" 2>/dev/null
 }
 
 report_beside() {
@@ -92,7 +112,7 @@ for i in "${!entries[@]}"; do
   next=${entries[$((i + 1))]:-}
   keep=false
   [[ -n "$next" && "$next" == "$name@"* ]] && keep=true
-  if [[ -n "$beside_pid" && $i -eq $last ]]; then
+  if [[ -n "$beside_pid" && ( $i -eq $last || " ${BESIDE:-} " == *" $name:converge "* ) ]]; then
     echo "== waiting for the scenarios beside ($BESIDE) before $entry"
     wait "$beside_pid"
     beside_pid=""
@@ -131,6 +151,15 @@ for i in "${!entries[@]}"; do
     if [[ $rc -ne 0 ]]; then
       "$molecule" destroy -s "$name" || true
     fi
+  elif [[ " ${BESIDE:-} " == *" $name:converge "* ]]; then
+    # its hosts were converged in the background (a failed converge there fails the entry)
+    if converged_beside "$name"; then
+      "$molecule" verify -s "$name" || rc=$?
+    else
+      echo "== scenario $entry: its converge beside failed (output above)"
+      rc=1
+    fi
+    "$molecule" destroy -s "$name" || true
   else
     "$molecule" test -s "$name" || rc=$?
   fi

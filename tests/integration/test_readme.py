@@ -28,6 +28,8 @@ pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_RERUN") != "1", reason="s
 CHANGING = ("llmops.serving.site", "llmops.serving.upgrade", "llmops.serving.rollback")
 # Runs at once: each is an ansible-playbook of its own, and the test machine has two cores.
 WORKERS = 4
+# Runs in normal mode at once (they may change the host if something is wrong).
+NORMAL_WORKERS = 2
 
 
 def inventory():
@@ -86,8 +88,11 @@ def test_each_documented_tag_alone_in_normal_and_check_mode():
     checks = dict((k + " --check", v + ["--check"]) for k, v in normal.items())
     checks.update(("upgrade.yml --tags %s --check" % t, ["ansible-playbook", "-i", inventory(), upgrade, "--tags", t,
                                                          "--check"]) for t in tags["upgrade"] if t != "rollback")
-    # Normal runs one after the other (each may restart what it owns if it is wrong); check runs at once.
-    results = dict((k, run(v)) for k, v in normal.items())
+    # Normal runs two at a time (each may restart what it owns if it is wrong, so fewer at once keeps
+    # a wrong one's failure its own; apt waits for a lock another run holds); check runs four at once.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=NORMAL_WORKERS) as pool:
+        futures = dict((k, pool.submit(run, v)) for k, v in normal.items())
+        results = dict((k, f.result()) for k, f in futures.items())
     with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
         futures = dict((k, pool.submit(run, v)) for k, v in checks.items())
         results.update((k, f.result()) for k, f in futures.items())
