@@ -27,14 +27,13 @@ export LLMOPS_HOST_SUFFIX ?= -$(shell printf '%s' '$(CURDIR)' | sha256sum | cut 
 export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # Molecule scenarios that `make test` runs, in order (one: make molecule SCENARIOS=default SCENARIOS_BESIDE=).
 # NAME@ENGINE re-runs scenario NAME on the hosts the entry before it left, switched to ENGINE: the
-# default scenario's hosts serve vLLM, then SGLang. SCENARIOS_BESIDE run in the background meanwhile
-# (on the core the engines' single-threaded starts leave idle). See tests/harness/run-scenarios.sh.
-# The fleet scenario's verify runs last and alone: its streamed load must not compete with another
-# suite for the two cores. Its hosts are created and converged beside the entries before it
-# (fleet:converge: no load there), so only the verify stays on the critical path (`make test-fleet`
-# runs the whole scenario alone).
-SCENARIOS ?= default default@sglang fleet
-SCENARIOS_BESIDE ?= offline nvidia fleet:converge
+# default scenario's hosts serve vLLM, then SGLang. SCENARIOS_BESIDE run one after the other in the
+# background meanwhile (on the core the engines' single-threaded starts and Ansible leave idle). See
+# tests/harness/run-scenarios.sh. The fleet scenario comes last there: its hosts converge while the
+# default scenario's vLLM leg runs, and its rollouts under streamed load mostly beside the SGLang
+# leg, whose converge is a venv install (`make test-fleet` runs only the fleet, alone).
+SCENARIOS ?= default default@sglang
+SCENARIOS_BESIDE ?= offline nvidia fleet
 ENGINE ?= vllm
 PROFILE ?= cpu
 

@@ -8,13 +8,10 @@
 # destroyed after the last entry of NAME. Sharing converged hosts this way costs one create and one
 # base converge per scenario instead of one per engine. Its verify does not repeat the tests marked
 # engine_independent (LLMOPS_SWITCHED_LEG=1, tests/integration/conftest.py).
-# BESIDE names scenarios run one after the other in the background while the first entries run:
-# engine starts and Ansible's controller are mostly single-threaded, so a second scenario uses the
-# core they leave idle. Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed
-# when they end; the background must be done before the last entry starts, which runs alone.
-# NAME:converge in BESIDE creates and converges NAME's hosts in the background (destroy, create,
-# converge): the entry NAME then runs only verify and destroy on them, so a scenario whose verify
-# must run alone (the fleet's streamed load) has its slow, load-free converge off the critical path.
+# BESIDE names scenarios run one after the other in the background while the entries run: engine
+# starts and Ansible's controller are mostly single-threaded, so a second scenario uses the core
+# they leave idle. Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed when
+# all of them have ended, after the entries.
 # A failed entry is reported at the end; the entries of the same scenario after it are skipped.
 # The converge of the entries named in VERBOSE (default: every entry of the default scenario) runs
 # at -vvv, its output in LOG_DIR/ENTRY.converge.log (the tail printed here): the verify greps it for
@@ -60,31 +57,14 @@ broken=""
 
 scenario_of() { printf '%s' "${1%%@*}"; }
 
-# converge_beside NAME: the hosts of scenario NAME, created and converged (no verify, no destroy)
-converge_beside() {
-  local action
-  for action in destroy create converge; do
-    "$molecule" "$action" -s "$1" || return $?
-  done
-}
-
 run_beside() {
   local name start rc
   for name in $BESIDE; do
     start=$(date +%s)
     rc=0
-    if [[ "$name" == *:converge ]]; then
-      converge_beside "${name%:converge}" > "$log_dir/$name.log" 2>&1 || rc=$?
-    else
-      PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
-    fi
+    PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
     echo "$name $rc $(( $(date +%s) - start ))" >> "$log_dir/beside.done"
   done
-}
-
-# converged_beside NAME: 0 when BESIDE converged NAME's hosts and that succeeded
-converged_beside() {
-  [[ " ${BESIDE:-} " == *" $1:converge "* ]] && grep -q "^$1:converge 0 " "$log_dir/beside.done" 2>/dev/null
 }
 
 report_beside() {
@@ -105,19 +85,12 @@ if [[ -n "${BESIDE:-}" ]]; then
   beside_pid=$!
 fi
 
-last=$(( ${#entries[@]} - 1 ))
 for i in "${!entries[@]}"; do
   entry=${entries[$i]}
   name=$(scenario_of "$entry")
   next=${entries[$((i + 1))]:-}
   keep=false
   [[ -n "$next" && "$next" == "$name@"* ]] && keep=true
-  if [[ -n "$beside_pid" && ( $i -eq $last || " ${BESIDE:-} " == *" $name:converge "* ) ]]; then
-    echo "== waiting for the scenarios beside ($BESIDE) before $entry"
-    wait "$beside_pid"
-    beside_pid=""
-    report_beside
-  fi
   start=$(date +%s)
   if [[ "$broken" == "$name" ]]; then
     echo "== scenario $entry: skipped, an earlier entry of $name failed"
@@ -151,15 +124,6 @@ for i in "${!entries[@]}"; do
     if [[ $rc -ne 0 ]]; then
       "$molecule" destroy -s "$name" || true
     fi
-  elif [[ " ${BESIDE:-} " == *" $name:converge "* ]]; then
-    # its hosts were converged in the background (a failed converge there fails the entry)
-    if converged_beside "$name"; then
-      "$molecule" verify -s "$name" || rc=$?
-    else
-      echo "== scenario $entry: its converge beside failed (output above)"
-      rc=1
-    fi
-    "$molecule" destroy -s "$name" || true
   else
     "$molecule" test -s "$name" || rc=$?
   fi
@@ -172,6 +136,7 @@ for i in "${!entries[@]}"; do
 done
 
 if [[ -n "$beside_pid" ]]; then
+  echo "== waiting for the scenarios beside ($BESIDE)"
   wait "$beside_pid"
   report_beside
 fi
