@@ -85,8 +85,12 @@ def describe(keys, min_length=MIN_LENGTH, min_bits=MIN_BITS):
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+CLIENT_FIELDS = ("name", "key", "priority")
+PRIORITY_RANGE = (-1000, 1000)
+
+
 def client_problems(clients, engine_keys=(), variable="gateway_api_keys"):
-    """The gateway's clients ([{name, key}]) -> sentences, none holding a key."""
+    """The gateway's clients ([{name, key, priority}]) -> sentences, none holding a key."""
     if not isinstance(clients, list) or not clients:
         return ["%s is empty: the gateway needs at least one client key, and the engine key "
                 "(serving_api_key) is never one" % variable]
@@ -99,6 +103,18 @@ def client_problems(clients, engine_keys=(), variable="gateway_api_keys"):
     repeated = sorted(set(n for n in names if isinstance(n, str) and names.count(n) > 1))
     if repeated:
         out.append("names repeat: %s" % ", ".join(repeated))
+    for i, client in enumerate(clients):
+        if not isinstance(client, dict):
+            continue
+        unknown = sorted(str(k) for k in set(client) - set(CLIENT_FIELDS))
+        if unknown:
+            out.append("%s[%d] (%s): unknown keys %s (known: %s)"
+                       % (variable, i, names[i], ", ".join(unknown), ", ".join(CLIENT_FIELDS)))
+        priority = client.get("priority")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
+                                     or not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]):
+            out.append("%s[%d] (%s): priority must be an integer from %d to %d (higher is served sooner), got %r"
+                       % (variable, i, names[i], PRIORITY_RANGE[0], PRIORITY_RANGE[1], priority))
     labels = dict(("%s[%d] (%s)" % (variable, i, names[i]), keys[i]) for i in range(len(clients)))
     out.extend(describe(labels))
     usable = [k for k in keys if isinstance(k, str) and k]

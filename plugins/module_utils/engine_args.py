@@ -67,6 +67,7 @@ SPEC_VARIABLES = {
     "priority_scheduling": "serving_priority_scheduling",
     "speculative": "serving_speculative",
     "long_context": "serving_long_context",
+    "lora": "serving_lora_adapters",
     "api_key": "serving_api_key",
     "admin_api_key": "serving_admin_api_key",
 }
@@ -100,6 +101,7 @@ SPEC_DEFAULTS = {
     "priority_scheduling": False,
     "speculative": None,
     "long_context": None,
+    "lora": None,
 }
 REQUIRED_SPEC = ("model_path", "served_model_name", "host", "port")
 # The spec keys rendered as a flag with a value, in argv order, and the on/off ones.
@@ -112,7 +114,7 @@ BOOL_SPEC_KEYS = ("enable_prefix_caching", "enable_metrics", "trust_remote_code"
 # On/off keys that render nothing when null (the engine's own default, which differs by version).
 OPTIONAL_BOOL_SPEC_KEYS = ("enable_chunked_prefill",)
 # Keys whose value (a dict) becomes one JSON flag or several flags: _speculative_pieces, _long_context_pieces.
-DICT_SPEC_KEYS = ("speculative", "long_context")
+DICT_SPEC_KEYS = ("speculative", "long_context", "lora")
 
 # ---------------------------------------------------------------------------------------------
 # The translation table. Per engine and spec key, a list of (first engine version, rule); the
@@ -170,6 +172,8 @@ FLAG_TABLE = {
         "priority_scheduling": [((0, 0, 0), (["--scheduling-policy", "priority"], None))],
         "speculative": [((0, 0, 0), "--speculative-config")],
         "long_context": [((0, 0, 0), "--hf-overrides")],
+        # adapters served beside the base under their own names (_lora_pieces adds the sizes)
+        "lora": [((0, 0, 0), "--lora-modules")],
     },
     "sglang": {
         "served_model_name": [((0, 0, 0), "--served-model-name")],
@@ -206,6 +210,7 @@ FLAG_TABLE = {
         "priority_scheduling": [((0, 0, 0), None), ((0, 5, 10), ("--enable-priority-scheduling", None))],
         "speculative": [((0, 0, 0), "--speculative-algorithm")],
         "long_context": [((0, 0, 0), "--json-model-override-args")],
+        "lora": [((0, 0, 0), "--lora-paths")],
     },
 }
 
@@ -234,6 +239,16 @@ LONG_CONTEXT_FORMATS = {
     "sglang": [((0, 0, 0), "rope_scaling"), ((0, 5, 10), "rope_parameters")],
 }
 LONG_CONTEXT_KEYS = {"factor", "original_max_position"}
+
+# LoRA adapters served by name. vLLM takes only these ranks for --max-lora-rank (the choices of its
+# --help from 0.19.1; LoRAConfig's possible_max_ranks in 0.8.5.post1, which lacks 1): the adapters'
+# largest rank is rounded up to one of them. SGLang's --enable-lora and --max-lora-rank arrived in
+# 0.5.10 (0.4.6.post5 infers the rank from the adapters); its batch limit counts the base model too.
+LORA_KEYS = {"adapters", "max_rank", "max_loras"}
+VLLM_LORA_RANKS = [((0, 0, 0), (8, 16, 32, 64, 128, 256, 320, 512)),
+                   ((0, 19, 1), (1, 8, 16, 32, 64, 128, 256, 320, 512))]
+SGLANG_LORA_FLAGS_SINCE = (0, 5, 10)
+SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
 
 # What to do when the engine version has no flag for a spec key that is set, by its variable.
 UNSUPPORTED_HINTS = {
@@ -285,6 +300,8 @@ SPEC_OWNED = {
         "long-prefill-token-threshold": "long_prefill_threshold",
         "scheduling-policy": "priority_scheduling",
         "speculative-config": "speculative",
+        "enable-lora": "lora", "no-enable-lora": "lora", "disable-lora": "lora", "lora-modules": "lora",
+        "max-lora-rank": "lora", "max-loras": "lora",
         "api-key": "api_key",
     },
     "sglang": {
@@ -312,6 +329,7 @@ SPEC_OWNED = {
         "speculative-draft-model-path": "speculative", "speculative-draft-model": "speculative",
         "speculative-num-steps": "speculative", "speculative-eagle-topk": "speculative",
         "speculative-num-draft-tokens": "speculative",
+        "enable-lora": "lora", "lora-paths": "lora", "max-lora-rank": "lora", "max-loras-per-batch": "lora",
         "api-key": "api_key",
         "admin-api-key": "admin_api_key",
     },
@@ -536,6 +554,7 @@ def normalize_spec(spec):
                 bad(key, "sizes chunked prefill, which serving_chunked_prefill turns off")
     _check_speculative(out["speculative"], bad)
     _check_long_context(out["long_context"], bad)
+    _check_lora(out["lora"], out["served_model_name"], bad)
     if out["auto_tool_choice"] and not out["tool_call_parser"]:
         bad("auto_tool_choice", "needs a tool-call parser (serving_tool_call_parser)")
     if out["enable_reasoning"] and not out["reasoning_parser"]:
@@ -581,6 +600,33 @@ def _check_long_context(value, bad):
         bad("long_context", "factor must be a number above 1")
     if not _is_int(origin) or origin < 1:
         bad("long_context", "original_max_position must be an integer >= 1 (the context the model was trained at)")
+
+
+def _check_lora(value, served_name, bad):
+    if value is None:
+        return
+    if not isinstance(value, dict) or not set(value) <= LORA_KEYS or not isinstance(value.get("adapters"), list):
+        bad("lora", "must be null or {adapters: [{name: ..., path: ...}], max_rank: 16, max_loras: 2}")
+    if not value["adapters"]:
+        bad("lora", "lists no adapters (null serves none)")
+    seen = set()
+    for item in value["adapters"]:
+        if not isinstance(item, dict) or set(item) != {"name", "path"}:
+            bad("lora", "adapters must be {name, path} each")
+        name, path = item["name"], item["path"]
+        if not isinstance(name, str) or not SERVED_NAME.match(name):
+            bad("lora", "adapter name %r must be 1-128 letters, digits and . _ : @ / - (a served model name)" % (name,))
+        if name == served_name or name in seen:
+            bad("lora", "adapter name %r is used twice (the base model is %r); every served name must differ"
+                % (name, served_name))
+        seen.add(name)
+        if not isinstance(path, str) or not path.startswith("/") or any(ch.isspace() or ch == "=" for ch in path):
+            bad("lora", "adapter %s: path %r must be an absolute path without spaces or '='" % (name, path))
+    for key in ("max_rank", "max_loras"):
+        if value.get(key) is not None and (not _is_int(value[key]) or value[key] < 1):
+            bad("lora", "%s must be an integer >= 1" % key)
+    if not value.get("max_rank"):
+        bad("lora", "max_rank is required (the adapters' largest rank)")
 
 
 def _flag_key(raw, where):
@@ -709,8 +755,16 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         problem = unsupported_msg(engine, engine_version, "speculative", spec["speculative"])
         if problem:
             raise EngineArgsError(problem)
+        if spec["speculative"]["method"] == "mtp" and mtp_head(spec["model_path"]) is False:
+            raise EngineArgsError(
+                "serving_speculative: method mtp drafts with the model's own multi-token-prediction head, and the "
+                "model at %s ships none (no mtp_num_hidden_layers or num_nextn_predict_layers in its config.json, "
+                "no mtp.* weights): use {method: ngram} (any model), or eagle3 with a draft_model" % spec["model_path"])
         for pieces in _speculative_pieces(engine, engine_version, spec["speculative"]):
             add_spec("speculative", pieces)
+    if spec["lora"] is not None:
+        for pieces in _lora_pieces(engine, engine_version, spec["lora"]):
+            add_spec("lora", pieces)
     if spec["long_context"] is not None:
         add_spec("long_context", [table["long_context"],
                                   _long_context_json(engine, engine_version, spec["long_context"], spec["model_path"])])
@@ -789,6 +843,65 @@ def _speculative_pieces(engine, engine_version, value):
         pieces.append(["--speculative-draft-model-path", value["draft_model"]])
     return pieces + [["--speculative-num-steps", str(tokens)], ["--speculative-eagle-topk", "1"],
                      ["--speculative-num-draft-tokens", str(tokens + 1)]]
+
+
+def _lora_pieces(engine, engine_version, value):
+    """argv pieces (lists) of the LoRA adapters for one engine version: the adapters by name, the
+    largest rank and how many adapters one batch may mix (all of them unless max_loras says fewer)."""
+    version = parse_version(engine_version)
+    modules = ["%s=%s" % (item["name"], item["path"]) for item in value["adapters"]]
+    per_batch = min(value.get("max_loras") or len(modules), len(modules))
+    if engine == "vllm":
+        ranks = _pick(VLLM_LORA_RANKS, version)
+        if value["max_rank"] > ranks[-1]:
+            raise EngineArgsError("serving_lora_adapters: rank %d is above vLLM %s's largest LoRA rank %d"
+                                  % (value["max_rank"], engine_version, ranks[-1]))
+        rank = min(r for r in ranks if r >= value["max_rank"])
+        return [["--enable-lora"], ["--lora-modules"] + modules, ["--max-lora-rank", str(rank)],
+                ["--max-loras", str(per_batch)]]
+    pieces = []
+    if version >= SGLANG_LORA_FLAGS_SINCE:
+        pieces.append(["--enable-lora"])
+    pieces.append(["--lora-paths"] + modules)
+    if version >= SGLANG_LORA_FLAGS_SINCE:
+        pieces.append(["--max-lora-rank", str(value["max_rank"])])
+    return pieces + [["--max-loras-per-batch", str(per_batch + 1)]]
+
+
+MTP_CONFIG_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+def mtp_head(model_path):
+    """Whether the model folder ships a multi-token-prediction head: its config says so (Qwen3.5/3.6:
+    mtp_num_hidden_layers, under text_config for the multimodal ones; DeepSeek-style
+    num_nextn_predict_layers), or its weights hold mtp.* tensors (Qwen3-Next, whose config names no
+    MTP layers). None when there is no config.json to read (a model not fetched yet)."""
+    config = _model_config(model_path)
+    if config is None:
+        return None
+    for cfg in (config, config.get("text_config") or {}):
+        if any(isinstance(cfg.get(k), int) and cfg.get(k) > 0 for k in MTP_CONFIG_KEYS):
+            return True
+    names = _weight_names(model_path)
+    if names is None:
+        return None
+    return any(n.startswith("mtp.") or ".mtp." in n for n in names)
+
+
+def _weight_names(model_path):
+    """Tensor names of a model folder from its safetensors index, or from the header of its single
+    model.safetensors; None when it has neither."""
+    index = os.path.join(model_path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as f:
+            return list(json.load(f).get("weight_map", {}))
+    single = os.path.join(model_path, "model.safetensors")
+    if os.path.isfile(single):
+        import struct
+        with open(single, "rb") as f:
+            size = struct.unpack("<Q", f.read(8))[0]
+            return [k for k in json.loads(f.read(size).decode("utf-8")) if k != "__metadata__"]
+    return None
 
 
 def _model_config(model_path):

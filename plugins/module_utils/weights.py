@@ -26,6 +26,11 @@ import time
 
 MANIFEST = ".llmops-manifest.json"
 BUILD_MARKER = "llmops-weights.json"
+# LoRA adapters served by name live in the build, beside the weights they were checked against:
+# <build>/adapters/<name>/, listed with their ranks in <build>/adapters.json.
+ADAPTERS_DIR = "adapters"
+ADAPTERS_INDEX = "adapters.json"
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 # Files the tokenizer role may rewrite (the patched chat template) are recorded but not verified.
 MUTABLE = ("tokenizer_config.json",)
 CHUNK = 8 * 1024 * 1024
@@ -545,13 +550,17 @@ def convert_bin(src, out, progress=None):
 
 def _adapter_shapes(adapter):
     """{module path: (in_features, out_features, r)} from the adapter's lora_A / lora_B tensors."""
-    from safetensors import safe_open
+    import struct
     p = os.path.join(adapter, "adapter_model.safetensors")
     shapes = {}
     if os.path.exists(p):
-        with safe_open(p, "pt") as f:
-            for k in f.keys():
-                shapes[k] = list(f.get_slice(k).get_shape())
+        # the header alone (standard library): the shapes are all this needs
+        with open(p, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise WeightsError("%s: truncated (no safetensors header)" % p)
+            header = json.loads(f.read(struct.unpack("<Q", head)[0]).decode("utf-8"))
+        shapes = dict((k, list(v["shape"])) for k, v in header.items() if k != "__metadata__")
     else:
         import torch
         binp = os.path.join(adapter, "adapter_model.bin")
@@ -569,15 +578,16 @@ def _adapter_shapes(adapter):
     return mods
 
 
-def check_adapter(base_names, adapter):
-    """Fail clearly when the adapter was trained for another base (module names or shapes differ)."""
+def check_adapter(base_names, adapter, variable="serving_model.lora"):
+    """Fail clearly when the adapter was trained for another base (module names or shapes differ).
+    Returns its adapter_config.json with "rank": the largest rank of its tensors."""
     cfg_path = os.path.join(adapter, "adapter_config.json")
     if not os.path.exists(cfg_path):
-        raise WeightsError("serving_model.lora %s has no adapter_config.json: it is not a PEFT adapter folder" % adapter)
+        raise WeightsError("%s %s has no adapter_config.json: it is not a PEFT adapter folder" % (variable, adapter))
     with open(cfg_path) as f:
         cfg = json.load(f)
     if cfg.get("peft_type", "LORA") != "LORA":
-        raise WeightsError("serving_model.lora %s is a %s adapter; only LoRA adapters are merged" % (adapter, cfg.get("peft_type")))
+        raise WeightsError("%s %s is a %s adapter; only LoRA adapters are served" % (variable, adapter, cfg.get("peft_type")))
     problems = []
     mods = _adapter_shapes(adapter)
     for mod, ab in sorted(mods.items()):
@@ -594,10 +604,32 @@ def check_adapter(base_names, adapter):
     if not mods:
         problems.append("the adapter holds no lora_A/lora_B tensors")
     if problems:
-        raise WeightsError("serving_model.lora %s does not fit this base model (trained for %s?):\n  %s"
-                           % (adapter, cfg.get("base_model_name_or_path") or "another model",
+        raise WeightsError("%s %s does not fit this base model (trained for %s?):\n  %s"
+                           % (variable, adapter, cfg.get("base_model_name_or_path") or "another model",
                               "\n  ".join(problems[:12] + (["... %d more" % (len(problems) - 12)] if len(problems) > 12 else []))))
+    cfg["rank"] = max(ab["lora_A"][0] for ab in mods.values() if ab.get("lora_A")) if any(
+        ab.get("lora_A") for ab in mods.values()) else cfg.get("r")
     return cfg
+
+
+def add_adapters(base_names, adapters, out):
+    """Copy each {name, path} LoRA adapter that fits the base into out/adapters/<name>; write
+    out/adapters.json ({name: {rank, target_modules, source}}) and return it."""
+    served = {}
+    for item in adapters:
+        name, path = item["name"], item["path"]
+        cfg = check_adapter(base_names, path, "serving_lora_adapters[%s]" % name)
+        dst = os.path.join(out, ADAPTERS_DIR, name)
+        os.makedirs(dst)
+        for fname in ADAPTER_FILES:
+            if os.path.exists(os.path.join(path, fname)):
+                shutil.copy2(os.path.join(path, fname), os.path.join(dst, fname))
+        modules = cfg.get("target_modules")
+        served[name] = dict(rank=cfg["rank"], source=item.get("source") or path,
+                            target_modules=sorted(modules) if isinstance(modules, list) else modules)
+    if adapters:
+        write_json(os.path.join(out, ADAPTERS_INDEX), served)
+    return served
 
 
 def merge_lora(base, adapter, out, max_shard_size="5GB"):
@@ -659,8 +691,10 @@ def patch_tokenizer_config(folder, chat_template):
     return True
 
 
-def build(src, dest, adapter=None, chat_template=None, digest=None, progress_path=None, max_shard_size="5GB"):
-    """Build the served folder from src (+adapter) into a temp folder beside dest; return its path.
+def build(src, dest, adapter=None, chat_template=None, digest=None, progress_path=None, max_shard_size="5GB",
+          adapters=None):
+    """Build the served folder from src (+adapter merged, + adapters served by name) into a temp
+    folder beside dest; return its path.
 
     The caller checks the tokenizer in the temp folder, then calls publish(); nothing served is
     touched here. Runs in the venv.
@@ -704,6 +738,7 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
         finally:
             if stage != tmp:
                 shutil.rmtree(stage, ignore_errors=True)
+        served_adapters = add_adapters(out_names, adapters or [], tmp)
         patch_tokenizer_config(tmp, chat_template)
         progress = Progress(progress_path, "hash the built folder", 0)
         manifest = make_manifest(tmp, progress=progress)
@@ -719,7 +754,7 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
                 os.chmod(os.path.join(root, name), 0o644)
         progress.finish()
         return dict(tmp=tmp, source_format=fmt, tensors=len(out_names), merged_dtype=merged_dtype,
-                    total_bytes=manifest["total_bytes"])
+                    total_bytes=manifest["total_bytes"], adapters=served_adapters)
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -810,9 +845,18 @@ def convert(params, check_mode, run_build, run_check):
         if not os.path.isfile(os.path.join(adapter, "adapter_config.json")):
             raise ConvertError("adapter %s has no adapter_config.json: not a PEFT adapter folder" % adapter)
         adapter_digest = manifest_digest(make_manifest(adapter))
-    digest = recipe_digest(dict(v=1, source=manifest_digest(man), adapter=adapter_digest,
-                                template=sha256_file(template_path) if template_path else None,
-                                family=params.get("template")))
+    served = []
+    for item in params.get("adapters") or []:
+        if not os.path.isfile(os.path.join(item["path"], "adapter_config.json")):
+            raise ConvertError("serving_lora_adapters[%s]: %s has no adapter_config.json: not a PEFT adapter folder. %s"
+                               % (item["name"], item["path"], UNTOUCHED))
+        served.append([item["name"], manifest_digest(make_manifest(item["path"]))])
+    recipe = dict(v=1, source=manifest_digest(man), adapter=adapter_digest,
+                  template=sha256_file(template_path) if template_path else None, family=params.get("template"))
+    if served:
+        # only when set: builds without served adapters keep their digest
+        recipe["adapters"] = served
+    digest = recipe_digest(recipe)
     current, why = is_current(dest, digest)
     if current and params.get("verify", "cheap") == "full":
         why = verify(dest, read_manifest(os.path.join(dest, MANIFEST)), "full")
@@ -835,7 +879,8 @@ def convert(params, check_mode, run_build, run_check):
         with open(template_path) as f:
             template_text = f.read()
     r = run_build(dict(fn="build", src=src, dest=dest, adapter=adapter, chat_template=template_text, digest=digest,
-                       progress_path=params.get("progress_file"), max_shard_size=params.get("max_shard_size", "5GB")))
+                       progress_path=params.get("progress_file"), max_shard_size=params.get("max_shard_size", "5GB"),
+                       adapters=params.get("adapters") or []))
     if not r["ok"]:
         raise ConvertError(r["error"] + "\n" + UNTOUCHED)
     built = r["result"]
@@ -848,5 +893,6 @@ def convert(params, check_mode, run_build, run_check):
     pub = builds.publish(tmp, dest, digest[:16], keep=params.get("keep_previous", 1))
     return dict(changed=True, path=dest, digest=digest, manifest_recorded=recorded, source_format=built["source_format"],
                 tensors=built["tensors"], merged_dtype=built["merged_dtype"], total_bytes=built["total_bytes"],
-                special_token_ids=chk["special_token_ids"], build=pub["build"], previous_build=pub["previous"],
+                special_token_ids=chk["special_token_ids"], adapters=built.get("adapters") or {},
+                build=pub["build"], previous_build=pub["previous"],
                 pruned=pub["pruned"], cleaned=cleaned + pub["cleaned"])

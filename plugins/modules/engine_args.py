@@ -155,6 +155,15 @@ options:
           - Rendered as the version reads it (C(rope_scaling), or C(rope_parameters) with the model's C(rope_theta)
             read from I(model_path)/config.json, and the scaled C(max_position_embeddings)).
         type: dict
+      lora:
+        description:
+          - LoRA adapters served beside the base model under their own names (C(serving_lora_adapters)),
+            C(adapters) (a list of C(name), C(path)), C(max_rank) (their largest rank) and C(max_loras)
+            (how many one batch may mix; all of them when unset).
+          - vLLM gets C(--enable-lora --lora-modules NAME=PATH ... --max-lora-rank --max-loras) (the rank rounded
+            up to one vLLM accepts); SGLang C(--lora-paths NAME=PATH ... --max-loras-per-batch) (adapters + 1, the
+            base model counts), with C(--enable-lora --max-lora-rank) from 0.5.10.
+        type: dict
   extra_args:
     description:
       - Raw engine flags (C(serving_engine_extra_args)). Key is the flag name without leading
@@ -388,6 +397,7 @@ SPEC_OPTIONS = dict(
     priority_scheduling=dict(type="bool", default=False),
     speculative=dict(type="dict"),
     long_context=dict(type="dict"),
+    lora=dict(type="dict"),
 )
 
 

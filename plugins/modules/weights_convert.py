@@ -49,6 +49,26 @@ options:
   adapter:
     description: PEFT LoRA adapter folder to merge into the base.
     type: path
+  adapters:
+    description:
+      - LoRA adapters served by name beside the base (C(serving_lora_adapters)), each checked against the
+        base's layer shapes and copied into the build as C(adapters/NAME); C(adapters.json) lists their ranks.
+      - Part of the recipe digest, so a changed adapter makes a new build.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The name clients send as C(model).
+        type: str
+        required: true
+      path:
+        description: The adapter's folder on the host (a local source, or where model_fetch put a hub source).
+        type: path
+        required: true
+      source:
+        description: Where the adapter came from (C(hf://owner/name@revision) or the folder), recorded in C(adapters.json).
+        type: str
   template_path:
     description: Chat template file the engine applies; stored in tokenizer_config.json and proven.
     type: path
@@ -129,6 +149,11 @@ tensors:
   returned: when built
   type: int
   sample: 707
+adapters:
+  description: The adapters served by name from the new build, by name (their largest rank, target modules and source).
+  returned: when built
+  type: dict
+  sample: {"support": {"rank": 16, "target_modules": ["q_proj", "v_proj"], "source": "/srv/adapters/support"}}
 merged_dtype:
   description: dtype of the merged model when I(adapter) was merged, else null.
   returned: when built
@@ -187,6 +212,8 @@ ARGUMENT_SPEC = dict(
     src=dict(type="path", required=True),
     dest=dict(type="path", required=True),
     adapter=dict(type="path"),
+    adapters=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True), path=dict(type="path", required=True), source=dict(type="str"))),
     template_path=dict(type="path"),
     template=dict(type="str", choices=["qwen2.5", "qwen3"]),
     source_manifest=dict(type="path"),

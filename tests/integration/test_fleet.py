@@ -399,7 +399,7 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert not plain.startswith("200"), plain
     assert "IPAddressDeny=any" in on_host(ENGINES[0], "systemctl cat %s" % UNIT)
     proxy = on_host(GATEWAY, "cat /etc/nginx/llmops/proxy.conf")
-    assert "proxy_pass https://llmops_engines;" in proxy and "proxy_ssl_verify on;" in proxy, proxy
+    assert "proxy_pass https://$llmops_pool;" in proxy and "proxy_ssl_verify on;" in proxy, proxy
     starts = {c: unit_start(c) for c in ENGINES}
     links = {c: current(c) for c in ENGINES}
 

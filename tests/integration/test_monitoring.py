@@ -214,22 +214,24 @@ def _health(host):
     return host.run("curl -s -o /dev/null -w '%%{http_code}' -m 5 http://%s/health" % LISTEN).stdout.strip()
 
 
-def test_an_engine_stop_reaches_the_webhook(host):
-    """Delivery end to end: the engine unit stops, Prometheus' LLMEngineDown fires, Alertmanager POSTs
-    it to the scenario's webhook (a receiver of this test's own on the host). The engine is started
-    again and healthy before the test ends, for the tests after it."""
+def test_an_engine_exit_reaches_the_webhook_and_the_unit_restarts_itself(host):
+    """Delivery end to end: the engine's main process exits on its own (SIGTERM: a clean exit, status
+    0, as vLLM's API server exits when its engine core dies), Prometheus' LLMEngineDown fires,
+    Alertmanager POSTs it to the scenario's webhook (a receiver of this test's own on the host). The
+    unit then starts the engine again by itself (Restart=always), healthy before the test ends."""
     unit = "llmops-%s.service" % active_engine(host)
     host.run("systemctl stop %s; systemctl reset-failed %s" % (HOOK_UNIT, HOOK_UNIT))
     host.check_output("printf '%%s' %s > %s && rm -f %s" % (shlex.quote(HOOK_CODE), HOOK_SCRIPT, HOOK_LOG))
     host.check_output("systemd-run --unit %s /usr/bin/python3 %s %s %d" % (HOOK_UNIT, HOOK_SCRIPT, HOOK_LOG, HOOK_PORT))
-    delivered, waited, stopped = None, None, False
+    delivered, waited, stopped, restarts = None, None, False, 0
     try:
         listening = host.run("for i in $(seq 100); do ss -Hltn 'sport = :%d' | grep -q . && exit 0; sleep 0.1; done; "
                              "exit 1" % HOOK_PORT)
         assert listening.rc == 0, "the test's webhook never listened on %d" % HOOK_PORT
         since = float(host.check_output("date +%s.%N"))
+        restarts = int(host.check_output("systemctl show -p NRestarts --value %s" % unit))
         stopped = True
-        host.check_output("systemctl stop %s" % unit)
+        host.check_output("systemctl kill --kill-whom=main --signal=SIGTERM %s" % unit)
         while True:
             lines = host.run("cat %s 2>/dev/null" % HOOK_LOG).stdout.splitlines()
             delivered = _firing_engine_down(lines, since)
@@ -238,17 +240,22 @@ def test_an_engine_stop_reaches_the_webhook(host):
                 break
             time.sleep(2)
     finally:
-        healthy, started = "", time.time()
+        healthy, started, restarted = "", time.time(), None
         if stopped:
-            host.run("systemctl start --no-block %s" % unit)
             while time.time() - started < ENGINE_START_TIMEOUT:
                 healthy = _health(host)
                 if healthy == "200":
                     break
                 time.sleep(3)
+            restarted = int(host.check_output("systemctl show -p NRestarts --value %s" % unit)) - restarts
+            if healthy != "200":
+                # leave the host serving for the tests after this one
+                host.run("systemctl start %s" % unit)
         host.run("systemctl stop %s; systemctl reset-failed %s; rm -f %s %s" % (HOOK_UNIT, HOOK_UNIT, HOOK_SCRIPT, HOOK_LOG))
-    print("LLMEngineDown reached the webhook %.1f s after `systemctl stop %s`; the engine answered /health %.0f s "
-          "after its start" % (waited, unit, time.time() - started))
+    print("LLMEngineDown reached the webhook %.1f s after the engine of %s exited; the unit restarted it by itself and "
+          "it answered /health %.0f s after the alert" % (waited, unit, time.time() - started))
+    assert restarted == 1 and healthy == "200", "the unit did not start the engine again by itself (%s restarts, " \
+        "/health %s)" % (restarted, healthy)
     assert delivered, "no LLMEngineDown firing at the webhook within %d s of stopping %s; it got: %s; alerts: %s" % (
         DELIVERY_TIMEOUT, unit, lines[-3:], host.run("curl -s -m 10 %s/api/v2/alerts" % ALERTMANAGER).stdout[-1500:])
     assert delivered["receiver"] == "llmops" and delivered["status"] == "firing", delivered

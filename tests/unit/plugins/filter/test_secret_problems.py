@@ -62,6 +62,13 @@ def test_labels_keep_their_order_and_good_keys_say_nothing():
     ([{"name": "a", "key": "0a1b2c3d4e5f6a7b8c9d0e1f"}, {"name": "b", "key": "0a1b2c3d4e5f6a7b8c9d0e1f"}], [], "share a key"),
     ([{"name": "a", "key": "0a1b2c3d4e5f6a7b8c9d0e1f"}], ["0a1b2c3d4e5f6a7b8c9d0e1f"], "the key of a is the engine key"),
     ([{"name": "a"}], [], "gateway_api_keys[0] (a) is empty"),
+    # priorities as users type them, and a misspelt field
+    ([{"name": "a", "key": "0a1b2c3d4e5f6a7b8c9d0e1f", "priority": "high"}], [],
+     "gateway_api_keys[0] (a): priority must be an integer from -1000 to 1000"),
+    ([{"name": "a", "key": "0a1b2c3d4e5f6a7b8c9d0e1f", "priority": True}], [], "priority must be an integer"),
+    ([{"name": "a", "key": "0a1b2c3d4e5f6a7b8c9d0e1f", "priority": 5000}], [], "priority must be an integer"),
+    ([{"name": "a", "key": "0a1b2c3d4e5f6a7b8c9d0e1f", "priorty": 5}], [],
+     "gateway_api_keys[0] (a): unknown keys priorty (known: name, key, priority)"),
 ])
 def test_client_lists_users_get_wrong_are_refused(clients, engine_keys, words):
     from ansible_collections.llmops.serving.plugins.filter.client_key_problems import client_key_problems
@@ -73,8 +80,8 @@ def test_client_lists_users_get_wrong_are_refused(clients, engine_keys, words):
 
 def test_a_good_client_list_passes():
     from ansible_collections.llmops.serving.plugins.filter.client_key_problems import client_key_problems
-    clients = [{"name": "team-a", "key": generated("openssl rand -hex 32")},
-               {"name": "team.b", "key": generated("openssl rand -base64 24")}]
+    clients = [{"name": "team-a", "key": generated("openssl rand -hex 32"), "priority": 10},
+               {"name": "team.b", "key": generated("openssl rand -base64 24"), "priority": -5}]
     assert client_key_problems(clients, [generated("openssl rand -hex 32"), ""]) == []
 
 

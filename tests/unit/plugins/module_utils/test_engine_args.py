@@ -1133,9 +1133,10 @@ def _real_settings(engine, python, tmp_path, the_spec, stack=None):
 
 
 @needs_vllm
-def test_real_vllm_takes_the_scheduler_speculative_and_long_context_settings(tmp_path):
+def test_real_vllm_takes_the_scheduler_speculative_long_context_and_lora_settings(tmp_path):
     the_spec = spec(max_batched_tokens=2048, enable_chunked_prefill=True, long_prefill_threshold=512,
-                    priority_scheduling=True, speculative={"method": "ngram", "tokens": 3, "lookup_max": 4})
+                    priority_scheduling=True, speculative={"method": "ngram", "tokens": 3, "lookup_max": 4},
+                    lora=LORA)
     result = _real_settings("vllm", VLLM_PY, tmp_path, the_spec)
     assert result["length"] == 131072 and result["rope_type"] == "yarn" and result["theta"] == 1000000.0, result
     assert "greater than the derived" in result["plain"], result
@@ -1143,10 +1144,110 @@ def test_real_vllm_takes_the_scheduler_speculative_and_long_context_settings(tmp
 
 
 @needs_sglang
-def test_real_sglang_takes_the_scheduler_speculative_and_long_context_settings(tmp_path):
+def test_real_sglang_takes_the_scheduler_speculative_long_context_and_lora_settings(tmp_path):
     the_spec = spec(max_batched_tokens=2048, enable_chunked_prefill=False, priority_scheduling=True,
-                    speculative={"method": "ngram", "tokens": 4})
+                    speculative={"method": "ngram", "tokens": 4}, lora=LORA)
     result = _real_settings("sglang", SGLANG_PY, tmp_path, the_spec,
                             stack={"device": "cpu", "attention-backend": "torch_native"})
     assert result["length"] == 131072 and result["rope_type"] == "yarn" and result["theta"] == 1000000.0, result
     assert "greater than the derived" in result["plain"], result
+
+
+# ---------------------------------------------------------------------------------------------
+# LoRA adapters served by name
+# ---------------------------------------------------------------------------------------------
+LORA = {"adapters": [{"name": "support", "path": "/srv/a/support"}, {"name": "qwen36-long", "path": "/srv/a/long"}],
+        "max_rank": 4}
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_lora_flags_are_the_versions_own(engine, version):
+    """Every LoRA flag rendered for a version is an option of that version's recorded --help, and
+    its values fit the option's choices."""
+    rendered = ea.render(engine, version, spec(lora=LORA))
+    text = help_text(engine, version)
+    options = ea.help_options(text)
+    lora_flags = [name for name in rendered["flag_names"] if "lora" in name]
+    assert lora_flags and all(name in options for name in lora_flags), (lora_flags, version)
+    modules_flag = "--lora-modules" if engine == "vllm" else "--lora-paths"
+    i = rendered["flags"].index(modules_flag)
+    # the flag once, both adapters after it
+    assert rendered["flags"].count(modules_flag) == 1
+    assert rendered["flags"][i + 1:i + 3] == ["support=/srv/a/support", "qwen36-long=/srv/a/long"]
+    if engine == "vllm":
+        rank = flag_value(rendered["flags"], "--max-lora-rank")
+        choices = help_choices(text, "--max-lora-rank")
+        # rank 4 is rounded up to the smallest rank vLLM accepts
+        assert rank == "8" and (not choices or rank in choices)
+        assert flag_value(rendered["flags"], "--max-loras") == "2"
+    else:
+        # SGLang's batch limit counts the base model's requests too
+        assert flag_value(rendered["flags"], "--max-loras-per-batch") == "3"
+        assert ("--enable-lora" in rendered["flags"]) == (ea.parse_version(version) >= (0, 5, 10))
+
+
+def test_lora_bad_values_name_the_variable():
+    bad = [
+        ({"adapters": []}, "lists no adapters"),
+        ({"adapters": [{"name": "qwen3-32b", "path": "/a"}], "max_rank": 8}, "used twice"),
+        ({"adapters": [{"name": "a", "path": "/a"}, {"name": "a", "path": "/b"}], "max_rank": 8}, "used twice"),
+        ({"adapters": [{"name": "a b", "path": "/a"}], "max_rank": 8}, "must be 1-128 letters"),
+        ({"adapters": [{"name": "a", "path": "relative"}], "max_rank": 8}, "must be an absolute path"),
+        ({"adapters": [{"name": "a", "path": "/a"}], "max_rank": 0}, "max_rank must be an integer >= 1"),
+        ({"adapters": [{"name": "a", "path": "/a"}]}, "max_rank is required"),
+        ({"adapters": [{"name": "a", "path": "/a"}], "max_rank": 8, "rank": 8}, "must be null or"),
+    ]
+    for value, what in bad:
+        with pytest.raises(ea.EngineArgsError, match=r"serving_lora_adapters \(spec.lora\) .*%s" % what):
+            ea.render("vllm", "0.32.0", spec(lora=value))
+    with pytest.raises(ea.EngineArgsError, match="rank 1024 is above vLLM 0.32.0's largest LoRA rank 512"):
+        ea.render("vllm", "0.32.0", spec(lora=dict(LORA, max_rank=1024)))
+    # the spec owns the LoRA flags: extra args may not set them
+    for engine, flag in (("vllm", "lora-modules"), ("vllm", "max-loras"), ("sglang", "lora-paths"),
+                         ("sglang", "max-loras-per-batch")):
+        with pytest.raises(ea.EngineArgsError, match="set serving_lora_adapters instead"):
+            ea.render(engine, "0.32.0" if engine == "vllm" else "0.5.23", spec(), extra_args={flag: "x=/y"})
+
+
+def test_lora_max_loras_bounds_the_batch_not_the_adapters():
+    flags = ea.render("vllm", "0.33.0", spec(lora=dict(LORA, max_loras=1)))["flags"]
+    assert flag_value(flags, "--max-loras") == "1"
+    i = flags.index("--lora-modules")
+    assert flags[i + 1:i + 3] == ["support=/srv/a/support", "qwen36-long=/srv/a/long"]
+
+
+# ---------------------------------------------------------------------------------------------
+# MTP: only a model that ships its own multi-token-prediction head
+# ---------------------------------------------------------------------------------------------
+QWEN_FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "qwen")
+
+
+def test_mtp_needs_the_models_own_head(tmp_path):
+    mtp = {"method": "mtp", "tokens": 2}
+    # Qwen3.5 and Qwen3.6 name their MTP layer in text_config (recorded configs)
+    for name in ("Qwen3.5-27B", "Qwen3.6-35B-A3B"):
+        path = os.path.join(QWEN_FIXTURES, name)
+        assert ea.mtp_head(path) is True
+        flags = ea.render("vllm", "0.33.0", spec(model_path=path, speculative=mtp))["flags"]
+        assert json.loads(flag_value(flags, "--speculative-config"))["method"] == "mtp"
+        assert flag_value(ea.render("sglang", "0.5.23", spec(model_path=path, speculative=mtp))["flags"],
+                          "--speculative-algorithm") == "NEXTN"
+    # Qwen2.5-32B: no MTP key in its config, no mtp.* tensor in its (recorded) index
+    qwen25 = os.path.join(QWEN_FIXTURES, "Qwen2.5-32B-Instruct")
+    assert ea.mtp_head(qwen25) is False
+    for engine, version in (("vllm", "0.33.0"), ("sglang", "0.5.23")):
+        with pytest.raises(ea.EngineArgsError, match=r"serving_speculative: method mtp .* ships none .* use \{method: ngram\}"):
+            ea.render(engine, version, spec(model_path=qwen25, speculative=mtp))
+    # Qwen3-Next's config names no MTP layers; its weights carry the head (mtp.* tensors)
+    nxt = tmp_path / "next"
+    nxt.mkdir()
+    with open(os.path.join(QWEN_FIXTURES, "Qwen3-Next-80B-A3B-Instruct", "config.json")) as f:
+        (nxt / "config.json").write_text(f.read())
+    assert ea.mtp_head(str(nxt)) is None  # no weights to read yet: not refused
+    (nxt / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "model.embed_tokens.weight": "a.safetensors", "mtp.fc.weight": "b.safetensors"}}))
+    assert ea.mtp_head(str(nxt)) is True
+    # a model not fetched yet (a check run before the first build) is not refused: site.yml renders the
+    # flags again after the weights play, when the folder is there
+    assert ea.mtp_head(str(tmp_path / "absent")) is None
+    ea.render("vllm", "0.33.0", spec(model_path=str(tmp_path / "absent"), speculative=mtp))

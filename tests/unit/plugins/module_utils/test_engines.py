@@ -153,3 +153,26 @@ def test_engine_knowledge_lives_in_the_registry():
     assert not new, "engine-specific literals outside %s (read them from the registry): %s" % (
         REGISTRY_FILE, new)
     assert not stale, "allow-list entries that no longer match (lower them): %s" % stale
+
+
+def test_the_qwen35_generation_has_gpu_profiles_that_serve_it():
+    """The Qwen3.5 and Qwen3.6 checkpoints (their recorded configs) are served by both engines of the
+    cuda12.8 and cuda13.0 profiles and by neither of cuda12.4's (whose preflight refuses them), by the
+    registry's first versions (read from the engines' model registries)."""
+    import json
+    import yaml
+    with open(os.path.join(REPO, "stacks", "profiles.yml")) as f:
+        profiles = yaml.safe_load(f)["serving_stack_profiles"]
+    archs = set()
+    for name in ("Qwen3.5-27B", "Qwen3.6-35B-A3B"):
+        with open(os.path.join(REPO, "tests", "fixtures", "qwen", name, "config.json")) as f:
+            archs.update(json.load(f)["architectures"])
+    assert archs == {"Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
+
+    def serves(profile):
+        pins = profiles[profile]["engines"]
+        return all(engines.version_tuple(pins[e]["version"])
+                   >= engines.version_tuple(engines.REGISTRY[e]["arch_min_version"][arch])
+                   for e in ("vllm", "sglang") for arch in archs)
+    gpu = sorted(p for p in profiles if profiles[p].get("cuda"))
+    assert [p for p in gpu if serves(p)] == ["cuda12.8", "cuda13.0"]

@@ -10,6 +10,7 @@ Qwen3-Coder / Qwen3.5 chat template's rendering of the same call (Qwen/Qwen3-Cod
 chat_template.jinja: <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...)."""
 import json
 import os
+import re
 import subprocess
 
 import jinja2
@@ -118,6 +119,8 @@ def test_the_registry_parser_reads_the_calls_the_templates_write(engine):
     cases = [[parsers["json"], rendered_tool_call(t)] for t in ("qwen2.5", "qwen3")]
     cases.append([parsers["xml"], XML])
     cases.append([parsers["json"], "It is sunny in Paris."])
+    # the XML the real Qwen3.5/3.6 template writes (templates/chat/qwen3.5.jinja), thinking block and all
+    cases.append([parsers["xml"], rendered_tool_call("qwen3.5")])
     results = in_engine_venv(engine, VLLM_SCRIPT if engine == "vllm" else SGLANG_SCRIPT, {"tools": TOOLS, "cases": cases})
     for (parser, text), res in zip(cases[:3], results):
         assert res["calls"] == [[CALL["name"], CALL["arguments"]]], (engine, parser, text, res)
@@ -127,6 +130,9 @@ def test_the_registry_parser_reads_the_calls_the_templates_write(engine):
     assert results[1]["content"].replace("<think>\n\n</think>\n\n", "").strip() == "Let me check."
     # no tool call in the output: all of it is the answer's content
     assert results[3] == {"content": "It is sunny in Paris.", "calls": []}
+    assert results[4]["calls"] == [[CALL["name"], CALL["arguments"]]], (engine, results[4])
+    # (the empty thinking block stays content without a reasoning parser; vLLM's qwen3_coder drops its </think>)
+    assert re.sub(r"</?think>", "", results[4]["content"]).strip() == "Let me check.", results[4]
 
 
 VLLM_REASONING_SCRIPT = VLLM_PRELUDE + r"""

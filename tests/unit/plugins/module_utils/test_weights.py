@@ -238,3 +238,33 @@ def test_prune_revisions_keeps_only_the_verified_one_and_its_staging(tmp_path):
     gone = weights.prune_revisions(str(repo / "bbb"))
     assert sorted(os.path.basename(p) for p in gone) == ["aaa", "aaa.partial", "ccc.partial"]
     assert sorted(os.listdir(str(repo))) == ["bbb"]
+
+
+@needs_venv
+def test_a_hub_adapter_is_fetched_verified_and_served_by_name_in_the_build(models, tmp_path):
+    """serving_lora_adapters' hf:// path: the adapter files (the role's allow patterns) fetched from a
+    hub at a revision and verified, then checked against the base and copied into the build."""
+    import hub_server
+    h = hub_server.Hub("acme/support-lora", str(models / "lora")).start()
+    try:
+        r = vcall(weights, "run_in_venv", fn="fetch_hf", repo="acme/support-lora", revision="main",
+                  dest_root=str(tmp_path / "hub"), endpoint=h.url,
+                  allow_patterns=["adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"])
+    finally:
+        h.stop()
+    assert r["ok"], r
+    fetched = r["result"]["path"]
+    assert sorted(f for f in os.listdir(fetched) if not f.startswith(".")) == ["adapter_config.json",
+                                                                               "adapter_model.safetensors"]
+    tpl = os.path.join(REPO, "templates", "chat", "qwen3.jinja")
+    b = vcall(weights, "run_in_venv", fn="build", src=str(models / "base"), dest=str(tmp_path / "served"),
+              chat_template=open(tpl).read(), digest="d2", progress_path=None,
+              adapters=[{"name": "support", "path": fetched, "source": "hf://acme/support-lora@%s" % h.commit}])
+    assert b["ok"], b
+    served = b["result"]["adapters"]["support"]
+    # make_bin_model.py's adapter: rank 4 on q_proj and v_proj
+    assert served == {"rank": 4, "target_modules": ["q_proj", "v_proj"], "source": "hf://acme/support-lora@%s" % h.commit}
+    tmp = b["result"]["tmp"]
+    assert os.path.isfile(os.path.join(tmp, "adapters", "support", "adapter_model.safetensors"))
+    # the base is served as it is (nothing merged), the adapter beside it
+    assert b["result"]["merged_dtype"] is None

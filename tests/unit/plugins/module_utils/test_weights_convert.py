@@ -90,7 +90,7 @@ def test_first_run_records_the_source_builds_proves_and_swaps_in(tree):
     built = weights.read_manifest(os.path.join(dest, weights.MANIFEST))
     assert result == {"changed": True, "path": dest, "digest": result["digest"], "manifest_recorded": True,
                       "source_format": "safetensors", "tensors": 2, "merged_dtype": None,
-                      "total_bytes": built["total_bytes"], "special_token_ids": IDS,
+                      "total_bytes": built["total_bytes"], "special_token_ids": IDS, "adapters": {},
                       "build": str(tree / ".builds" / "served" / result["digest"][:16]), "previous_build": None,
                       "pruned": [], "cleaned": []}
     assert os.path.islink(dest) and os.path.realpath(dest) == result["build"]
@@ -108,6 +108,69 @@ def test_first_run_records_the_source_builds_proves_and_swaps_in(tree):
         assert json.load(f)["chat_template"] == "{{ messages }}"
     assert weights.is_current(dest, result["digest"]) == (True, [])
     assert leftovers(tree) == []
+
+
+@pytest.fixture()
+def layered(tree):
+    """The tree with its 2 x 2 weight named as a layer's (layer.weight), which adapters target."""
+    write(tree / "src" / "model.safetensors", safetensors_bytes({"layer.weight": ([2, 2], "F32", b"\0" * 16),
+                                                                 "b": ([2], "F32", b"\1" * 8)}))
+    return tree
+
+
+def adapter(tree, name, rank, out_features=2, module="layer"):
+    """A PEFT adapter folder for the layered tree's model (its layer is 2 x 2)."""
+    folder = tree / "adapters" / name
+    write(folder / "adapter_config.json", json.dumps({"peft_type": "LORA", "r": rank, "target_modules": [module]}))
+    write(folder / "adapter_model.safetensors", safetensors_bytes({
+        "base_model.model.%s.lora_A.weight" % module: ([rank, 2], "F32", b"\0" * 8 * rank),
+        "base_model.model.%s.lora_B.weight" % module: ([out_features, rank], "F32", b"\0" * 4 * rank * out_features)}))
+    return str(folder)
+
+
+def test_adapters_served_by_name_are_checked_copied_ranked_and_in_the_digest(layered):
+    tree = layered
+    plain, dummy = convert(tree)
+    served = [{"name": "support", "path": adapter(tree, "support", 4)},
+              {"name": "long", "path": adapter(tree, "long", 8), "source": "hf://org/long@abc"}]
+    result, venv = convert(tree, adapters=served)
+    assert result["changed"] and result["digest"] != plain["digest"]
+    assert result["adapters"] == {
+        "support": {"rank": 4, "target_modules": ["layer"], "source": served[0]["path"]},
+        "long": {"rank": 8, "target_modules": ["layer"], "source": "hf://org/long@abc"}}
+    dest = str(tree / "served")
+    with open(os.path.join(dest, "adapters.json")) as f:
+        assert json.load(f) == result["adapters"]
+    for name in ("support", "long"):
+        assert sorted(os.listdir(os.path.join(dest, "adapters", name))) == ["adapter_config.json",
+                                                                            "adapter_model.safetensors"]
+    # the adapters are in the build's manifest: a full verify sees them
+    assert weights.verify(dest, weights.read_manifest(os.path.join(dest, weights.MANIFEST)), "full") == []
+    assert "adapters/long/adapter_model.safetensors" in weights.read_manifest(os.path.join(dest, weights.MANIFEST))["files"]
+    # unchanged adapters: current; a changed one: a new build
+    again = weights.convert(params(tree, adapters=served), False, no_call, no_call)
+    assert not again["changed"] and again["digest"] == result["digest"]
+    adapter(tree, "long", 16)
+    rebuilt, dummy = convert(tree, adapters=served)
+    assert rebuilt["digest"] != result["digest"] and rebuilt["adapters"]["long"]["rank"] == 16
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda tree: adapter(tree, "wide", 4, out_features=3), "adapter produces 3 output features, the base has 2"),
+    (lambda tree: adapter(tree, "elsewhere", 4, module="q_proj"), "q_proj: no such layer in the base model"),
+    (lambda tree: str(tree / "adapters" / "empty"), "has no adapter_config.json"),
+])
+def test_an_adapter_that_does_not_fit_is_refused_by_name(layered, make, message):
+    tree = layered
+    first, dummy = convert(tree)
+    path = make(tree)
+    if not os.path.isdir(path):
+        os.makedirs(path)
+    with pytest.raises(weights.ConvertError) as err:
+        convert(tree, adapters=[{"name": "odd", "path": path}])
+    assert "serving_lora_adapters[odd]" in err.value.msg and message in err.value.msg, err.value.msg
+    assert err.value.msg.rstrip().endswith(UNTOUCHED) or "does not fit" in err.value.msg
+    assert os.path.realpath(str(tree / "served")) == first["build"] and leftovers(tree) == []
 
 
 def test_a_current_folder_is_left_alone(tree):
@@ -255,7 +318,7 @@ def test_module_builds_through_a_child_interpreter(tree, monkeypatch):
     assert [c[:2] for c in calls] == [[sys.executable, "-c"]] * 2
     assert result == {"changed": True, "path": str(tree / "served"), "digest": result["digest"],
                       "manifest_recorded": True, "source_format": "safetensors", "tensors": 2,
-                      "merged_dtype": None, "total_bytes": result["total_bytes"], "special_token_ids": IDS,
+                      "merged_dtype": None, "total_bytes": result["total_bytes"], "special_token_ids": IDS, "adapters": {},
                       "build": result["build"], "previous_build": None, "pruned": [], "cleaned": []}
     again, calls = run_module(monkeypatch, args, check_mode=True)
     assert again == {"changed": False, "path": str(tree / "served"), "digest": result["digest"],
@@ -291,7 +354,7 @@ def test_module_documentation_matches_spec_and_results():
             assert documented.get(key) == opt.get(key), (name, key)
         assert bool(documented.get("required")) == bool(opt.get("required")), name
     built = {"changed", "path", "digest", "manifest_recorded", "source_format", "tensors", "merged_dtype",
-             "total_bytes", "special_token_ids", "build", "previous_build", "pruned", "cleaned"}
+             "total_bytes", "special_token_ids", "adapters", "build", "previous_build", "pruned", "cleaned"}
     # and what a refused build or a failed check returns beside its message
     assert set(returns) == (built - {"changed"}) | {"msg", "problems", "renders", "rc"}
     assert set(k for k, v in returns.items() if v["returned"] == "success") == {"path", "digest", "manifest_recorded"}
