@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gateway's routing by model over several pools of engine hosts, and its client priorities.
+
+The gateway role's own resolve.yml and validate_routing.yml run by ansible-playbook on a dedicated
+gateway (localhost) with three engine hosts in the inventory: two serve one base model and its
+adapter (a pool), the third another model (the field report's long-context pool). The role's
+templates are rendered from the facts, and the rendered gateway.js runs under Node with a stand-in
+for nginx's request object (the default scenario runs it in nginx's njs, one pool)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+NODE = shutil.which("node") or shutil.which("nodejs")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the controller venv (make unit)")
+
+ENGINES = {
+    "e1": {"ansible_host": "10.0.0.1"},
+    "e2": {"ansible_host": "10.0.0.2"},
+    "e3": {"ansible_host": "10.0.0.3", "serving_engine": "sglang", "serving_lora_adapters": {},
+           "serving_model": {"name": "qwen36-long", "source": "/srv/models/long", "lora": None}},
+}
+CLIENTS = [{"name": "team-a", "key": "0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d", "priority": 10},
+           {"name": "team-b", "key": "1a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d"}]
+
+RUNNER = r"""
+import gw from './gateway.mjs';
+const out = [];
+for (const c of JSON.parse(process.argv[2])) {
+    const r = {requestText: c.body, variables: {llmops_client: c.client}, headersIn: {}, headersOut: {},
+               return(status, body) { this.returned = [status, JSON.parse(body)]; },
+               internalRedirect(where) { this.redirect = where; }};
+    gw.route(r);
+    out.push({pool: r.variables.llmops_pool, body: r.variables.llmops_body, priority: r.variables.llmops_priority,
+              model: r.variables.llmops_model, returned: r.returned, redirect: r.redirect});
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def render(tmp_path, engines=None, clients=None, group_vars=None):
+    """(rc, output) of the play; the rendered upstream.conf and gateway.mjs land in tmp_path."""
+    hosts = dict((name, dict(vars_)) for name, vars_ in (engines or ENGINES).items())
+    inventory = {"all": {
+        "vars": {"serving_engine": "vllm", "serving_listen": "0.0.0.0:8000", "serving_engine_tls": "auto",
+                 "serving_engine_extra_args": {}, "serving_priority_scheduling": True,
+                 "serving_model": {"name": "qwen36", "source": "/srv/models/qwen36", "lora": None},
+                 "serving_lora_adapters": {"support": "/srv/adapters/support"},
+                 "gateway_api_keys": clients if clients is not None else CLIENTS},
+        "children": {
+            "llm_gateways": {"hosts": {"gw": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}},
+            "llm_servers": {"hosts": hosts, "vars": group_vars or {}}}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    templates = os.path.join(REPO, "roles", "gateway", "templates")
+    play = [{"hosts": "gw", "gather_facts": False, "vars": {"gateway_config_dir": "/etc/nginx/llmops"}, "tasks": [
+        {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "resolve.yml"}},
+        {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "validate_routing.yml"}},
+        {"ansible.builtin.template": {"src": os.path.join(templates, "upstream.conf.j2"),
+                                      "dest": str(tmp_path / "upstream.conf"), "mode": "0644"}},
+        {"ansible.builtin.template": {"src": os.path.join(templates, "gateway.js.j2"),
+                                      "dest": str(tmp_path / "gateway.mjs"), "mode": "0644"}},
+    ]}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    res = subprocess.run([PLAYBOOK, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml")],
+                         capture_output=True, text=True, env=env, timeout=300, check=False)
+    return res.returncode, res.stdout + res.stderr
+
+
+def route(tmp_path, cases):
+    (tmp_path / "run.mjs").write_text(RUNNER)
+    res = subprocess.run([NODE, str(tmp_path / "run.mjs"), json.dumps(cases)], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_each_name_goes_to_the_pool_that_serves_it_with_the_clients_priority(tmp_path):
+    rc, out = render(tmp_path)
+    assert rc == 0, out[-3000:]
+    upstream = (tmp_path / "upstream.conf").read_text()
+    # one upstream per pool, each with its own engines' server files (a drain rewrites one file)
+    blocks = dict((b.split("{")[0].strip(), b) for b in upstream.split("\nupstream ")[1:])
+    assert sorted(blocks) == ["llmops_engines", "llmops_engines_1"], upstream
+    assert "upstream.d/e1.conf" in blocks["llmops_engines"] and "upstream.d/e2.conf" in blocks["llmops_engines"]
+    assert "upstream.d/e3.conf" in blocks["llmops_engines_1"] and "e1.conf" not in blocks["llmops_engines_1"]
+    assert NODE, "node is needed to run the rendered gateway.js"
+    chat = {"messages": [{"role": "user", "content": "hi"}], "seed": 12345678901234567890, "priority": "urgent"}
+    cases = [
+        dict(client="team-a", body=json.dumps(dict(chat, model="support"))),
+        dict(client="team-a", body=json.dumps(dict(chat, model="qwen36-long"))),
+        dict(client="team-b", body=json.dumps(dict(chat, model="qwen36"))),
+        dict(client="team-a", body=json.dumps(dict(chat, model="qwen36-short"))),
+        dict(client="team-a", body=json.dumps({"messages": []})),
+        dict(client="team-b", body="not json"),
+        dict(client="team-a", body="{}"),
+    ]
+    got = route(tmp_path, cases)
+    support, long_, base, unknown, no_model, garbage, empty = got
+    # the adapter goes with its base model's pool; vLLM there: the priority negated (lower is sooner)
+    assert (support["pool"], support["model"], support["redirect"]) == ("llmops_engines", "support", "@llmops_upstream")
+    assert json.loads(support["body"])["priority"] == -10 and support["priority"] == "10"
+    # the client's own numbers are sent byte for byte (JSON would round this seed), its own priority overridden
+    assert support["body"].startswith(cases[0]["body"][:-1]) and "12345678901234567890" in support["body"]
+    assert long_["pool"] == "llmops_engines_1" and json.loads(long_["body"])["priority"] == 10  # SGLang: higher first
+    assert base["pool"] == "llmops_engines" and json.loads(base["body"])["priority"] == 0 and base["priority"] == "0"
+    assert unknown["returned"][0] == 404 and unknown.get("redirect") is None and unknown.get("pool") is None
+    assert unknown["returned"][1]["error"]["code"] == "model_not_found"
+    assert "qwen36-short" in unknown["returned"][1]["error"]["message"]
+    assert no_model["pool"] == "llmops_engines" and json.loads(no_model["body"]) == {"messages": [], "priority": -10}
+    assert garbage == dict(garbage, pool="llmops_engines", body="not json", redirect="@llmops_upstream")
+    assert json.loads(empty["body"]) == {"priority": -10}
+
+
+def test_a_pool_without_priority_scheduling_passes_bodies_unchanged(tmp_path):
+    engines = dict(ENGINES, e3=dict(ENGINES["e3"], serving_priority_scheduling=False))
+    rc, out = render(tmp_path, engines=engines)
+    assert rc == 0, out[-3000:]
+    body = json.dumps({"model": "qwen36-long", "messages": [], "priority": 3})
+    assert route(tmp_path, [dict(client="team-a", body=body)])[0]["body"] == body
+
+
+@pytest.mark.parametrize("engines, clients, group_vars, words", [
+    # an adapter named like another pool's model
+    (dict(ENGINES, e3=dict(ENGINES["e3"], serving_lora_adapters={"support": "/srv/adapters/support"})), None, None,
+     '["support"] would be served by engines of different base models'),
+    # two hosts of one pool with different adapters
+    (dict(ENGINES, e2=dict(ENGINES["e2"], serving_lora_adapters={})), None, None,
+     "list different LoRA adapters (e1 [\"qwen36\", \"support\"]; e2 [\"qwen36\"])"),
+    # client priorities, and no engine that schedules by them
+    (dict((h, dict(v, serving_priority_scheduling=False)) for h, v in ENGINES.items()), None, None,
+     "no engine behind this gateway schedules by priority"),
+])
+def test_routing_the_gateway_cannot_do_is_refused(tmp_path, engines, clients, group_vars, words):
+    rc, out = render(tmp_path, engines=engines, clients=clients, group_vars=group_vars)
+    assert rc != 0 and words in out, out[-3000:]
+    assert not (tmp_path / "upstream.conf").exists()
