@@ -11,6 +11,8 @@ import pytest
 
 ENGINE = os.environ.get("LLMOPS_ENGINE", "vllm")
 MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
+# the LoRA adapters served by name (vLLM leg of the default scenario), in /v1/models order
+ADAPTERS = sorted(n for n in os.environ.get("LLMOPS_LORA_ADAPTERS", "").split(",") if n) if ENGINE == "vllm" else []
 LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
 API_KEY = os.environ["LLMOPS_API_KEY"]
 UNIT = "llmops-%s.service" % ENGINE
@@ -77,10 +79,14 @@ def test_listens_on_loopback_only(host):
     assert addresses == {"127.0.0.1"}, listeners
 
 
-def test_models_lists_served_name(host):
+def test_models_lists_served_names(host):
+    """The engine itself lists the model and the LoRA adapters it serves by name (vLLM leg; the
+    SGLang leg serves none on the CPU host), each adapter from the served build."""
     status, body = request(host, "GET", "/v1/models")
     assert status == 200
-    assert [m["id"] for m in body["data"]] == [MODEL]
+    assert [m["id"] for m in body["data"]] == [MODEL] + ADAPTERS
+    for m in body["data"][1:]:
+        assert m["parent"] == MODEL and "/.builds/" in m["root"] and m["root"].endswith("/adapters/" + m["id"]), m
 
 
 def test_chat_completion_returns_usage(host):

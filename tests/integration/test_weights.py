@@ -57,13 +57,15 @@ def playbook(extra):
 
 def snapshot(host):
     state = engine_snapshot(host)
-    state.update(served=host.check_output("cd %s && ls -l --time-style=+%%s && sha256sum *" % SERVED),
+    # every file of the build, the adapters served by name (adapters/<name>/) included
+    state.update(served=host.check_output("cd %s && ls -lR --time-style=+%%s && find . -type f | sort | xargs sha256sum"
+                                          % SERVED),
                  inode=host.check_output("stat -c %%i %s" % SERVED))
     return state
 
 
 def served_bytes(host):
-    return host.check_output("cd %s && sha256sum *" % SERVED)
+    return host.check_output("cd %s && find . -type f | sort | xargs sha256sum" % SERVED)
 
 
 @pytest.mark.engine_independent
