@@ -58,14 +58,14 @@ def playbook(extra):
 def snapshot(host):
     state = engine_snapshot(host)
     # every file of the build, the adapters served by name (adapters/<name>/) included
-    state.update(served=host.check_output("cd %s && ls -lR --time-style=+%%s && find . -type f | sort | xargs sha256sum"
+    state.update(served=host.check_output("cd %s && ls -lR --time-style=+%%s && find . -type f -not -path './.*' | sort | xargs sha256sum"
                                           % SERVED),
                  inode=host.check_output("stat -c %%i %s" % SERVED))
     return state
 
 
 def served_bytes(host):
-    return host.check_output("cd %s && find . -type f | sort | xargs sha256sum" % SERVED)
+    return host.check_output("cd %s && find . -type f -not -path './.*' | sort | xargs sha256sum" % SERVED)
 
 
 @pytest.mark.engine_independent
