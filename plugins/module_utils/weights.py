@@ -477,18 +477,23 @@ def _retry(fn, retries, fatal):
 
 
 # ---------------------------------------------------------------------------- conversion (venv)
+def _safetensors_header(f, label):
+    """(header dict, header length) of an open safetensors file, read without its tensor data."""
+    import struct
+    head = f.read(8)
+    if len(head) < 8:
+        raise WeightsError("%s: truncated (no safetensors header)" % label)
+    n = struct.unpack("<Q", head)[0]
+    return json.loads(f.read(n).decode("utf-8")), n
+
+
 def _safetensors_names(folder):
     """{tensor name: (shape, dtype)} from the safetensors headers of a folder (no tensor data read)."""
-    import struct
     out = {}
     index, shards = weight_files(folder)
     for shard in shards:
         with open(os.path.join(folder, shard), "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise WeightsError("%s: truncated (no safetensors header)" % shard)
-            n = struct.unpack("<Q", head)[0]
-            header = json.loads(f.read(n).decode("utf-8"))
+            header, n = _safetensors_header(f, shard)
             end = 8 + n
             size = os.fstat(f.fileno()).st_size
         for k, v in header.items():
@@ -550,16 +555,12 @@ def convert_bin(src, out, progress=None):
 
 def _adapter_shapes(adapter):
     """{module path: (in_features, out_features, r)} from the adapter's lora_A / lora_B tensors."""
-    import struct
     p = os.path.join(adapter, "adapter_model.safetensors")
     shapes = {}
     if os.path.exists(p):
         # the header alone (standard library): the shapes are all this needs
         with open(p, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise WeightsError("%s: truncated (no safetensors header)" % p)
-            header = json.loads(f.read(struct.unpack("<Q", head)[0]).decode("utf-8"))
+            header, dummy = _safetensors_header(f, p)
         shapes = dict((k, list(v["shape"])) for k, v in header.items() if k != "__metadata__")
     else:
         import torch
