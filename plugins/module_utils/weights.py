@@ -257,6 +257,19 @@ def is_current(path, digest):
     return not problems, problems
 
 
+def reusable_build(path, base_digest):
+    """The build path serves when it holds the weights of base_digest (same source, merged adapter
+    and template; only the adapters served by name differ) and they still match its manifest
+    (cheap); else None."""
+    marker = read_manifest_file(os.path.join(path, BUILD_MARKER))
+    if not marker or marker.get("base_digest") != base_digest:
+        return None
+    man = read_manifest(os.path.join(path, MANIFEST))
+    if not man or verify(path, man, "cheap"):
+        return None
+    return os.path.realpath(path)
+
+
 def read_manifest_file(path):
     try:
         with open(path) as f:
@@ -692,10 +705,68 @@ def patch_tokenizer_config(folder, chat_template):
     return True
 
 
+def _reuse_weights(base_build, out, progress_path):
+    """Copy a published build's weights and side files into out, without its served adapters, its
+    manifest and its marker; return (source format, merged dtype) from its marker."""
+    marker = read_manifest_file(os.path.join(base_build, BUILD_MARKER)) or {}
+    files = [rel for rel in list_files(base_build)
+             if rel not in (BUILD_MARKER, ADAPTERS_INDEX) and rel.split(os.sep)[0] != ADAPTERS_DIR
+             and not os.path.basename(rel).startswith(".")]
+    progress = Progress(progress_path, "reuse the built weights",
+                        sum(os.path.getsize(os.path.join(base_build, rel)) for rel in files))
+    for rel in files:
+        clone_or_copy(os.path.join(base_build, rel), os.path.join(out, rel))
+        progress.add(os.path.getsize(os.path.join(base_build, rel)))
+    return marker.get("source_format"), marker.get("merged_dtype")
+
+
+def _build_weights(src, fmt, stage_dir, adapter, tmp, progress_path, max_shard_size):
+    """Convert or copy src into tmp, merging adapter when set; return ({tensor: (shape, dtype)},
+    merged dtype)."""
+    index, shards = weight_files(src)
+    total = sum(os.path.getsize(os.path.join(src, s)) for s in shards)
+    progress = Progress(progress_path, "convert .bin -> safetensors" if fmt == "bin" else "copy safetensors", total)
+    stage = tmp if not adapter else stage_dir()
+    try:
+        if fmt == "bin":
+            names = convert_bin(src, stage, progress)
+            src_names = dict((k, v[0]) for k, v in names.items())
+        else:
+            for s in shards + ([index] if index else []):
+                clone_or_copy(os.path.join(src, s), os.path.join(stage, s))
+                progress.add(os.path.getsize(os.path.join(src, s)) if s != index else 0)
+            src_names = dict((k, v[0]) for k, v in _safetensors_names(stage).items())
+        _copy_side_files(src, stage)
+        out_names = _safetensors_names(stage)
+        if set(out_names) != set(src_names) or any(out_names[k][0] != src_names[k] for k in src_names):
+            raise WeightsError("conversion check failed: the safetensors tensors differ from the source's")
+        if not adapter:
+            return out_names, None
+        check_adapter(out_names, adapter)
+        progress = Progress(progress_path, "merge LoRA adapter", 1)
+        merged_dtype = merge_lora(stage, adapter, tmp, max_shard_size)
+        _copy_side_files(stage, tmp)
+        merged = _safetensors_names(tmp)
+        missing = sorted(set(out_names) - set(merged))
+        # transformers may drop a tied lm_head; anything else missing is an error.
+        missing = [m for m in missing if m != "lm_head.weight"]
+        if missing or any(merged[k][0] != out_names[k][0] for k in merged if k in out_names):
+            raise WeightsError("merge check failed: merged tensors differ in names/shapes from the base (%s)" % missing[:5])
+        progress.set(1)
+        return out_names, merged_dtype
+    finally:
+        if stage != tmp:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
 def build(src, dest, adapter=None, chat_template=None, digest=None, progress_path=None, max_shard_size="5GB",
-          adapters=None):
+          adapters=None, base_digest=None, reuse=None):
     """Build the served folder from src (+adapter merged, + adapters served by name) into a temp
     folder beside dest; return its path.
+
+    reuse: a published build of the same base_digest (source, merged adapter, template), whose
+    weights are copied instead of converted and merged again: a change of the adapters served by
+    name alone costs a copy, and needs no peft in the venv.
 
     The caller checks the tokenizer in the temp folder, then calls publish(); nothing served is
     touched here. Runs in the venv.
@@ -704,48 +775,21 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
     if problems:
         raise WeightsError("source %s is incomplete:\n  %s" % (src, "\n  ".join(problems)))
     fmt = checkpoint_format(src)
-    index, shards = weight_files(src)
-    total = sum(os.path.getsize(os.path.join(src, s)) for s in shards)
     tmp = temp_beside(dest, "build")
     try:
-        progress = Progress(progress_path, "convert .bin -> safetensors" if fmt == "bin" else "copy safetensors", total)
-        stage = tmp if not adapter else temp_beside(dest, "base")
-        try:
-            if fmt == "bin":
-                names = convert_bin(src, stage, progress)
-                src_names = dict((k, v[0]) for k, v in names.items())
-            else:
-                for s in shards + ([index] if index else []):
-                    clone_or_copy(os.path.join(src, s), os.path.join(stage, s))
-                    progress.add(os.path.getsize(os.path.join(src, s)) if s != index else 0)
-                src_names = dict((k, v[0]) for k, v in _safetensors_names(stage).items())
-            _copy_side_files(src, stage)
-            out_names = _safetensors_names(stage)
-            if set(out_names) != set(src_names) or any(out_names[k][0] != src_names[k] for k in src_names):
-                raise WeightsError("conversion check failed: the safetensors tensors differ from the source's")
-            merged_dtype = None
-            if adapter:
-                check_adapter(out_names, adapter)
-                progress = Progress(progress_path, "merge LoRA adapter", 1)
-                merged_dtype = merge_lora(stage, adapter, tmp, max_shard_size)
-                _copy_side_files(stage, tmp)
-                merged = _safetensors_names(tmp)
-                missing = sorted(set(out_names) - set(merged))
-                # transformers may drop a tied lm_head; anything else missing is an error.
-                missing = [m for m in missing if m != "lm_head.weight"]
-                if missing or any(merged[k][0] != out_names[k][0] for k in merged if k in out_names):
-                    raise WeightsError("merge check failed: merged tensors differ in names/shapes from the base (%s)" % missing[:5])
-                progress.set(1)
-        finally:
-            if stage != tmp:
-                shutil.rmtree(stage, ignore_errors=True)
+        if reuse:
+            fmt, merged_dtype = _reuse_weights(reuse, tmp, progress_path)
+            out_names = _safetensors_names(tmp)
+        else:
+            out_names, merged_dtype = _build_weights(src, fmt, lambda: temp_beside(dest, "base"), adapter, tmp,
+                                                     progress_path, max_shard_size)
         served_adapters = add_adapters(out_names, adapters or [], tmp)
         patch_tokenizer_config(tmp, chat_template)
         progress = Progress(progress_path, "hash the built folder", 0)
         manifest = make_manifest(tmp, progress=progress)
         write_json(os.path.join(tmp, MANIFEST), manifest)
-        marker = dict(digest=digest, source=src, adapter=adapter, source_format=fmt,
-                      merged_dtype=merged_dtype, files=len(manifest["files"]))
+        marker = dict(digest=digest, base_digest=base_digest or digest, source=src, adapter=adapter,
+                      source_format=fmt, merged_dtype=merged_dtype, files=len(manifest["files"]))
         write_json(os.path.join(tmp, BUILD_MARKER), marker)
         os.chmod(tmp, 0o755)
         for root, dirs, files in os.walk(tmp):
@@ -755,7 +799,7 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
                 os.chmod(os.path.join(root, name), 0o644)
         progress.finish()
         return dict(tmp=tmp, source_format=fmt, tensors=len(out_names), merged_dtype=merged_dtype,
-                    total_bytes=manifest["total_bytes"], adapters=served_adapters)
+                    total_bytes=manifest["total_bytes"], adapters=served_adapters, reused=reuse)
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -854,6 +898,7 @@ def convert(params, check_mode, run_build, run_check):
         served.append([item["name"], manifest_digest(make_manifest(item["path"]))])
     recipe = dict(v=1, source=manifest_digest(man), adapter=adapter_digest,
                   template=sha256_file(template_path) if template_path else None, family=params.get("template"))
+    base_digest = recipe_digest(recipe)
     if served:
         # only when set: builds without served adapters keep their digest
         recipe["adapters"] = served
@@ -870,7 +915,8 @@ def convert(params, check_mode, run_build, run_check):
                     msg="would build %s: %s" % (dest, "; ".join(why[:5])))
     # The build is written beside the served link, so that filesystem must hold it (twice the source
     # while an adapter is merged: the base copy and the merged shards).
-    need = int(man.get("total_bytes", 0) * (2 if adapter else 1) * 1.05)
+    reuse = reusable_build(dest, base_digest)
+    need = int(man.get("total_bytes", 0) * (2 if adapter and not reuse else 1) * 1.05)
     try:
         builds.require_space(os.path.dirname(os.path.abspath(dest)), need, "the build of %s" % dest)
     except builds.NoSpace as e:
@@ -881,7 +927,7 @@ def convert(params, check_mode, run_build, run_check):
             template_text = f.read()
     r = run_build(dict(fn="build", src=src, dest=dest, adapter=adapter, chat_template=template_text, digest=digest,
                        progress_path=params.get("progress_file"), max_shard_size=params.get("max_shard_size", "5GB"),
-                       adapters=params.get("adapters") or []))
+                       adapters=params.get("adapters") or [], base_digest=base_digest, reuse=reuse))
     if not r["ok"]:
         raise ConvertError(r["error"] + "\n" + UNTOUCHED)
     built = r["result"]
@@ -895,5 +941,6 @@ def convert(params, check_mode, run_build, run_check):
     return dict(changed=True, path=dest, digest=digest, manifest_recorded=recorded, source_format=built["source_format"],
                 tensors=built["tensors"], merged_dtype=built["merged_dtype"], total_bytes=built["total_bytes"],
                 special_token_ids=chk["special_token_ids"], adapters=built.get("adapters") or {},
+                reused=built.get("reused"),
                 build=pub["build"], previous_build=pub["previous"],
                 pruned=pub["pruned"], cleaned=cleaned + pub["cleaned"])

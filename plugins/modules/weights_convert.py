@@ -30,6 +30,9 @@ description:
     for the build.
   - A marker records what the folder was built from; a re-run with the same source, adapter and
     template changes nothing.
+  - When only the I(adapters) served by name changed, the new build copies the served build's
+    weights (reflinked where the filesystem has it) instead of converting and merging again, so a
+    change of the adapter set costs a copy and needs no peft in the venv.
   - Writes progress (bytes done and total, rate, ETA) as JSON to I(progress_file).
 version_added: 0.1.0
 author: llmops.serving maintainers (@llmops)
@@ -154,6 +157,11 @@ adapters:
   returned: when built
   type: dict
   sample: {"support": {"rank": 16, "target_modules": ["q_proj", "v_proj"], "source": "/srv/adapters/support"}}
+reused:
+  description: The served build whose weights the new build copied (only the I(adapters) served by name differed), else null.
+  returned: when built
+  type: str
+  sample: /var/lib/llmops/models/.builds/qwen3-32b/9d8e7f6a5b4c3d2e
 merged_dtype:
   description: dtype of the merged model when I(adapter) was merged, else null.
   returned: when built

@@ -90,7 +90,7 @@ def test_first_run_records_the_source_builds_proves_and_swaps_in(tree):
     built = weights.read_manifest(os.path.join(dest, weights.MANIFEST))
     assert result == {"changed": True, "path": dest, "digest": result["digest"], "manifest_recorded": True,
                       "source_format": "safetensors", "tensors": 2, "merged_dtype": None,
-                      "total_bytes": built["total_bytes"], "special_token_ids": IDS, "adapters": {},
+                      "total_bytes": built["total_bytes"], "special_token_ids": IDS, "adapters": {}, "reused": None,
                       "build": str(tree / ".builds" / "served" / result["digest"][:16]), "previous_build": None,
                       "pruned": [], "cleaned": []}
     assert os.path.islink(dest) and os.path.realpath(dest) == result["build"]
@@ -153,6 +153,58 @@ def test_adapters_served_by_name_are_checked_copied_ranked_and_in_the_digest(lay
     adapter(tree, "long", 16)
     rebuilt, dummy = convert(tree, adapters=served)
     assert rebuilt["digest"] != result["digest"] and rebuilt["adapters"]["long"]["rank"] == 16
+    # only the adapters changed: the weights are the served build's, copied, not built again
+    assert rebuilt["reused"] == result["build"] and plain["build"] not in (rebuilt["build"], result["build"])
+    # without adapters again: the digest of the plain build, its weights reused from the served one
+    back, venv = convert(tree)
+    assert back["digest"] == plain["digest"] and back["reused"] == rebuilt["build"]
+    assert not os.path.exists(os.path.join(str(tree / "served"), "adapters.json"))
+    assert not os.path.exists(os.path.join(str(tree / "served"), "adapters"))
+    assert weights.is_current(str(tree / "served"), plain["digest"]) == (True, [])
+
+
+def fake_merge(stage, adapter_path, out, max_shard_size):
+    """merge_lora's outcome without peft: the base's tensors, 1.0 added to each, in out."""
+    merged = {}
+    for name, (shape, dtype) in weights._safetensors_names(stage).items():
+        count = 1
+        for n in shape:
+            count *= n
+        merged[name] = (list(shape), dtype, b"\x3f" * (4 * count))
+    write(os.path.join(out, "model.safetensors"), safetensors_bytes(merged))
+    return "float32"
+
+
+def test_a_change_of_the_served_adapters_needs_no_merge_again(layered, monkeypatch):
+    """The merged base is built once (the venv with peft); a change of the adapters served by name
+    copies its weights, in a venv whose merge would fail (an engine venv without peft)."""
+    tree = layered
+    monkeypatch.setattr(weights, "merge_lora", fake_merge)
+    merged_adapter = adapter(tree, "merged", 2)
+    merged, dummy = convert(tree, adapter=merged_adapter)
+    assert merged["merged_dtype"] == "float32" and merged["reused"] is None
+    weights_before = weights.read_manifest(os.path.join(merged["build"], weights.MANIFEST))["files"]["model.safetensors"]
+
+    def no_peft(*args):
+        raise weights.WeightsError("No module named 'peft'")
+    monkeypatch.setattr(weights, "merge_lora", no_peft)
+    served = [{"name": "support", "path": adapter(tree, "support", 4)}]
+    result, venv = convert(tree, adapter=merged_adapter, adapters=served)
+    assert result["changed"] and result["reused"] == merged["build"] and result["merged_dtype"] == "float32"
+    assert venv.builds[0]["reuse"] == merged["build"] and venv.builds[0]["base_digest"] == merged["digest"]
+    built = weights.read_manifest(os.path.join(result["build"], weights.MANIFEST))["files"]
+    assert built["model.safetensors"]["sha256"] == weights_before["sha256"]
+    assert sorted(built) == sorted(["adapters/support/adapter_config.json", "adapters/support/adapter_model.safetensors",
+                                    "adapters.json", "config.json", "model.safetensors", "tokenizer_config.json"])
+    # a damaged served build is not reused: the merge runs again (and here fails, nothing served changed)
+    with open(os.path.join(result["build"], "model.safetensors"), "r+b") as f:
+        f.seek(-1, 2)
+        f.write(b"\x00")
+    os.utime(os.path.join(result["build"], "model.safetensors"), (1, 1))
+    with pytest.raises(weights.ConvertError) as err:
+        convert(tree, adapter=merged_adapter)
+    assert "No module named 'peft'" in err.value.msg and err.value.msg.rstrip().endswith(UNTOUCHED)
+    assert os.path.realpath(str(tree / "served")) == result["build"] and leftovers(tree) == []
 
 
 @pytest.mark.parametrize("make,message", [
@@ -319,7 +371,7 @@ def test_module_builds_through_a_child_interpreter(tree, monkeypatch):
     assert result == {"changed": True, "path": str(tree / "served"), "digest": result["digest"],
                       "manifest_recorded": True, "source_format": "safetensors", "tensors": 2,
                       "merged_dtype": None, "total_bytes": result["total_bytes"], "special_token_ids": IDS, "adapters": {},
-                      "build": result["build"], "previous_build": None, "pruned": [], "cleaned": []}
+                      "reused": None, "build": result["build"], "previous_build": None, "pruned": [], "cleaned": []}
     again, calls = run_module(monkeypatch, args, check_mode=True)
     assert again == {"changed": False, "path": str(tree / "served"), "digest": result["digest"],
                      "manifest_recorded": False, "build": result["build"], "cleaned": []} and calls == []
@@ -354,7 +406,7 @@ def test_module_documentation_matches_spec_and_results():
             assert documented.get(key) == opt.get(key), (name, key)
         assert bool(documented.get("required")) == bool(opt.get("required")), name
     built = {"changed", "path", "digest", "manifest_recorded", "source_format", "tensors", "merged_dtype",
-             "total_bytes", "special_token_ids", "adapters", "build", "previous_build", "pruned", "cleaned"}
+             "total_bytes", "special_token_ids", "adapters", "reused", "build", "previous_build", "pruned", "cleaned"}
     # and what a refused build or a failed check returns beside its message
     assert set(returns) == (built - {"changed"}) | {"msg", "problems", "renders", "rc"}
     assert set(k for k, v in returns.items() if v["returned"] == "success") == {"path", "digest", "manifest_recorded"}
