@@ -5,6 +5,10 @@
 
     python llmops_report.py --out DIR results-vllm.json results-sglang.json
 
+Closed-loop results (`llmops_loadgen.py run`) compare the mixed workload and the concurrency sweep;
+open-loop results (`llmops_loadgen.py open`) compare latency and goodput by request rate, with the
+SLA's bounds and each result's highest rate that met them.
+
 Plots need matplotlib (pinned in tests/requirements-dev.txt); without it the Markdown is still
 written and says the plots were skipped.
 """
@@ -146,6 +150,93 @@ def plot(results, out_dir):
     return written
 
 
+# ------------------------------------------------------------------------------------ open loop
+def _rate_label(phase):
+    return "%g" % phase["rate"] if phase["rate"] is not None else "schedule"
+
+
+def _open_label(result):
+    return ("%s %s" % (_label(result), result.get("label") or "")).strip()
+
+
+def _sla_text(sla):
+    return ", ".join("%s P%g <= %g ms" % (c["metric"].upper(), c["percentile"], c["bound_ms"]) for c in sla) or "none"
+
+
+def markdown_open(results, plots):
+    first = results[0]
+    config = first["config"]
+    lines = [
+        "# Open-loop load: %s" % " vs ".join(_open_label(r) for r in results),
+        "",
+        "Host `%s`, model `%s`. Requests arrive as a Poisson process (burstiness %g) at each rate, at most %d "
+        "per rate over %g s; workload: %s. SLA: %s (a failed request misses every bound)."
+        % (first["host"], first["model"], config["burstiness"], config["requests_per_rate"],
+           config["rate_duration_s"], config["workload"], _sla_text(config["sla"])),
+        "",
+    ]
+    for r in results:
+        lines += ["## %s" % _open_label(r), "",
+                  "| rate (req/s) | ok / sent | goodput (req/s) | TTFT P50 / P99 (ms) | TPOT P99 (ms) | "
+                  "E2EL P50 / P99 (ms) | output tok/s | SLA |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for phase in r["phases"]:
+            bench, sla = phase["bench_serve"], phase.get("sla") or {}
+            lines.append("| %s | %d / %d | %s | %s / %s | %s | %s / %s | %s | %s |" % (
+                _rate_label(phase), phase["summary"]["ok"], phase["requests"], _num(sla.get("goodput_rps"), 2),
+                _num(bench.get("median_ttft_ms"), 0), _num(bench.get("p99_ttft_ms"), 0), _num(bench.get("p99_tpot_ms"), 1),
+                _num(bench.get("median_e2el_ms"), 0), _num(bench.get("p99_e2el_ms"), 0),
+                _num(bench.get("output_throughput"), 1),
+                "met" if sla.get("met") else ("missed" if sla else "-")))
+        best = r.get("max_rate_meeting_sla")
+        lines += ["", "Highest rate that met the SLA: %s." % ("%g req/s" % best if best is not None else "none"), ""]
+    if plots:
+        lines += ["## Plots", ""] + ["![%s](%s)" % (name, name) for name in plots] + [""]
+    else:
+        lines += ["(plots skipped: matplotlib is not installed in this Python)", ""]
+    return "\n".join(lines)
+
+
+def plot_open(results, out_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    sla = results[0]["config"]["sla"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for r in results:
+        phases = [p for p in r["phases"] if p["rate"] is not None]
+        rates = [p["rate"] for p in phases]
+        for axis, metric in zip(axes[:2], ("ttft", "e2el")):
+            for q, style in (("median", "--"), ("p99", "-")):
+                axis.plot(rates, [p["bench_serve"].get("%s_%s_ms" % (q, metric)) or 0 for p in phases], style,
+                          marker="o", label="%s %s" % (_open_label(r), "P50" if q == "median" else "P99"))
+        axes[2].plot(rates, [(p.get("sla") or {}).get("goodput_rps") or 0 for p in phases], marker="o",
+                     label=_open_label(r))
+        best = r.get("max_rate_meeting_sla")
+        if best is not None:
+            chosen = next(p for p in phases if p["rate"] == best)
+            axes[2].plot([best], [chosen["sla"]["goodput_rps"]], marker="*", markersize=16, color="black")
+    for axis, metric, title in zip(axes[:2], ("ttft", "e2el"), ("TTFT (ms) by rate", "End-to-end (ms) by rate")):
+        for criterion in sla:
+            if criterion["metric"] == metric:
+                axis.axhline(criterion["bound_ms"], color="red", linestyle=":",
+                             label="SLA P%g <= %g ms" % (criterion["percentile"], criterion["bound_ms"]))
+        axis.set_title(title)
+    offered = sorted({p["rate"] for r in results for p in r["phases"] if p["rate"] is not None})
+    axes[2].plot(offered, offered, ":", color="grey", label="offered rate")
+    axes[2].set_title("Goodput (req/s meeting the SLA); * highest rate that met it")
+    for axis in axes:
+        axis.set_xlabel("request rate (req/s)")
+        axis.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "open_loop.png"), dpi=90)
+    plt.close(fig)
+    return ["open_loop.png"]
+
+
 def render(result_files, out_dir, with_plots=True):
     results = []
     for path in result_files:
@@ -153,9 +244,16 @@ def render(result_files, out_dir, with_plots=True):
             results.append(json.load(handle))
     if not results:
         raise SystemExit("no results to report")
+    modes = set(r.get("mode", "closed") for r in results)
+    if len(modes) > 1:
+        raise SystemExit("open-loop and closed-loop results do not compare: report them apart")
     os.makedirs(out_dir, exist_ok=True)
-    plots = plot(results, out_dir) if with_plots else []
-    text = markdown(results, plots)
+    if modes == {"open"}:
+        plots = plot_open(results, out_dir) if with_plots else []
+        text = markdown_open(results, plots)
+    else:
+        plots = plot(results, out_dir) if with_plots else []
+        text = markdown(results, plots)
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as handle:
         handle.write(text)
     return text

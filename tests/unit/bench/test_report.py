@@ -82,3 +82,50 @@ def test_percentiles_in_the_table_are_milliseconds(results, tmp_path):
     path = tmp_path / "one.json"
     path.write_text(json.dumps(single), encoding="utf-8")
     assert "| E2E P50 / P95 / P99 (ms) | 250 / 500 / 1500 |" in report.render([str(path)], str(tmp_path), with_plots=False)
+
+
+def _open_result(tmp_path, engine, slow_from):
+    """An open-loop result: three rates, latency rising from `slow_from` req/s on."""
+    import argparse
+    args = argparse.Namespace(sla=lg.parse_sla("ttft:p99:500ms,e2el:p99:3s"), percentiles=[50, 99])
+    phases = []
+    for rate in (1.0, 2.0, 4.0):
+        slow = 3.0 if rate >= slow_from else 1.0
+        records = [{"index": i, "kind": "new_chat", "ok": True, "ttft_s": 0.1 * slow, "e2e_s": 1.0 * slow + i * 0.01,
+                    "itl": [0.05] * 9, "output_tokens": 10, "prompt_tokens": 20, "send_lag_s": 0.0}
+                   for i in range(20)]
+        phases.append(lg._open_phase_result(rate, records, 20 / rate, args))
+    met = [p["rate"] for p in phases if p["sla"]["met"]]
+    result = {"schema": 1, "mode": "open", "engine": engine, "engine_version": "1.0", "model": "qwen3-tiny",
+              "host": "h1", "label": "", "phases": phases, "max_rate_meeting_sla": max(met) if met else None,
+              "config": {"rates": [1.0, 2.0, 4.0], "schedule": [], "burstiness": 1.0, "requests_per_rate": 20,
+                         "rate_duration_s": 30.0, "sla": args.sla, "seed": 0, "max_tokens_cap": 0,
+                         "workload": "seed mix", "percentiles": [50, 99], "duration_limit_s": 600}}
+    path = tmp_path / ("open-%s.json" % engine)
+    path.write_text(json.dumps(result), encoding="utf-8")
+    return str(path)
+
+
+def test_open_loop_results_are_compared_by_rate_with_the_sla(tmp_path):
+    paths = [_open_result(tmp_path, "vllm", 4.0), _open_result(tmp_path, "sglang", 2.0)]
+    text = report.render(paths, str(tmp_path / "out"), with_plots=False)
+    assert text.startswith("# Open-loop load: vllm 1.0 vs sglang 1.0")
+    assert "SLA: TTFT P99 <= 500 ms, E2EL P99 <= 3000 ms" in text
+    # vLLM holds at 1 and 2 req/s (E2EL P99 1188 ms), misses at 4 (3188 ms: one request of 20 within
+    # 3 s in a 5 s run, goodput 0.2); SGLang misses from 2 on
+    assert "| 2 | 20 / 20 | 2.00 | 100 / 100 | 120.9 | 1095 / 1188 | 20.0 | met |" in text
+    assert "| 4 | 20 / 20 | 0.20 | 300 / 300 | 320.9 | 3095 / 3188 | 40.0 | missed |" in text
+    sections = text.split("## ")
+    assert "Highest rate that met the SLA: 2 req/s." in sections[1] and "Highest rate that met the SLA: 1 req/s." in sections[2]
+    closed = tmp_path / "closed.json"
+    closed.write_text(json.dumps(_result("vllm", "0.32.0", 0.4, 1)), encoding="utf-8")
+    with pytest.raises(SystemExit, match="do not compare"):
+        report.render([paths[0], str(closed)], str(tmp_path / "mixed"))
+
+
+def test_open_loop_plot_is_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    text = report.render([_open_result(tmp_path, "vllm", 4.0)], str(tmp_path))
+    assert "![open_loop.png](open_loop.png)" in text
+    with open(tmp_path / "open_loop.png", "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
