@@ -656,7 +656,14 @@ async def run_open_all(args):
     deadline = time.monotonic() + args.duration
     pool = (load_workload_file(args.workload_file, args.max_tokens_cap) if args.workload_file
             else build_workload(max(args.requests_per_rate, 1), args.seed, args.max_tokens_cap, args.document_chars))
-    phases = []
+    phases, warmup = [], None
+    if args.warmup_requests:
+        # a freshly started engine compiles and caches on its first requests: those are not the load
+        rate = args.rates[0] if args.rates else args.schedule[0][1]
+        offsets = poisson_arrivals(rate, args.warmup_requests, args.seed - 1, args.burstiness)
+        records, wall = await run_open_phase(args, take_requests(pool, len(offsets)), offsets, deadline)
+        warmup = dict(rate=rate, summary=summarize(records, wall))
+        warmup["summary"].pop("error_samples")
     if args.schedule:
         offsets = schedule_arrivals(args.schedule, args.rate_duration, args.seed, args.burstiness,
                                     count=args.requests_per_rate)
@@ -680,8 +687,10 @@ async def run_open_all(args):
                    "requests_per_rate": args.requests_per_rate, "rate_duration_s": args.rate_duration,
                    "sla": args.sla, "seed": args.seed, "max_tokens_cap": args.max_tokens_cap,
                    "workload": args.workload_file or "seed mix", "percentiles": list(args.percentiles),
+                   "warmup_requests": args.warmup_requests,
                    "duration_limit_s": args.duration},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "warmup": warmup,
         "phases": phases,
         "max_rate_meeting_sla": max(met) if met else None,
     }
@@ -739,6 +748,9 @@ def parse_args(argv=None):
     opened.add_argument("--sla", default="", help="METRIC:pPERCENTILE:BOUND,... with METRIC in %s (e.g. "
                                                   "ttft:p99:500ms,e2el:p99:10s)" % ", ".join(SLA_METRICS))
     opened.add_argument("--keep-going", action="store_true", help="run the higher rates after one missed the SLA")
+    opened.add_argument("--warmup-requests", type=int, default=0,
+                        help="requests sent at the first rate and left out of the results (a freshly started "
+                             "engine is slow on its first ones)")
     opened.add_argument("--workload-file", default="", help="JSONL chat requests instead of the seed's mix")
     opened.add_argument("--percentiles", default="50,90,95,99", help="percentiles of the bench_serve figures")
     args = parser.parse_args(argv)
@@ -764,6 +776,8 @@ def parse_args(argv=None):
         parser.error("--burstiness must be above 0 (1 for a Poisson process)")
     if args.requests_per_rate < 1 or not args.rate_duration > 0:
         parser.error("--requests-per-rate and --rate-duration must be above 0")
+    if args.warmup_requests < 0:
+        parser.error("--warmup-requests must be 0 or more")
     if any(not 0 < p <= 100 for p in args.percentiles):
         parser.error("--percentiles must each be in (0, 100]")
     return args

@@ -254,6 +254,7 @@ def test_bad_sla_rates_and_schedules_are_named(parse, text, message):
     (["--rates", "1", "--rate-duration", "0"], "--requests-per-rate and --rate-duration must be above 0"),
     (["--rates", "1", "--percentiles", "50,120"], "--percentiles must each be in (0, 100]"),
     (["--rates", "1", "--sla", "queue:p99:1s"], "unknown metric 'queue'"),
+    (["--rates", "1", "--warmup-requests", "-1"], "--warmup-requests must be 0 or more"),
 ])
 def test_bad_open_loop_options_stop_before_any_request(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as err:
@@ -306,12 +307,16 @@ def test_the_open_loop_run_reports_each_rate_and_stops_after_the_sla_is_missed(e
     assert {"request_throughput", "request_goodput", "output_throughput", "p99_ttft_ms", "median_e2el_ms",
             "std_itl_ms", "p50_tpot_ms"} <= set(first["bench_serve"])
     assert result["max_rate_meeting_sla"] == 40.0
+    assert result["warmup"] is None
     rc = lg.main(["open", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--rates", "20,40",
                   "--requests-per-rate", "6", "--rate-duration", "5", "--sla", "e2el:p99:0.001ms",
-                  "--out", str(out)])
+                  "--warmup-requests", "5", "--out", str(out)])
     result = json.loads(out.read_text(encoding="utf-8"))
     assert rc == 0 and [p["rate"] for p in result["phases"]] == [20.0]  # stopped after the miss
     assert result["max_rate_meeting_sla"] is None and result["phases"][0]["sla"]["good"] == 0
+    # the warm-up requests went first, at the first rate, and are not in the phase's figures
+    assert result["warmup"]["rate"] == 20.0 and result["warmup"]["summary"]["ok"] == 5
+    assert result["phases"][0]["requests"] == 6 and result["config"]["warmup_requests"] == 5
 
 
 def test_open_loop_requests_are_sent_at_their_arrival_times(engine, monkeypatch):
