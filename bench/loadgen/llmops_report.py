@@ -206,14 +206,16 @@ def plot_open(results, out_dir):
         return []
     sla = results[0]["config"]["sla"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for r in results:
+    for number, r in enumerate(results):
+        # one colour per result; P50 dashed, P99 solid
+        colour = "C%d" % number
         phases = [p for p in r["phases"] if p["rate"] is not None]
         rates = [p["rate"] for p in phases]
         for axis, metric in zip(axes[:2], ("ttft", "e2el")):
             for q, style in (("median", "--"), ("p99", "-")):
                 axis.plot(rates, [p["bench_serve"].get("%s_%s_ms" % (q, metric)) or 0 for p in phases], style,
-                          marker="o", label="%s %s" % (_open_label(r), "P50" if q == "median" else "P99"))
-        axes[2].plot(rates, [(p.get("sla") or {}).get("goodput_rps") or 0 for p in phases], marker="o",
+                          color=colour, marker="o", label="%s %s" % (_open_label(r), "P50" if q == "median" else "P99"))
+        axes[2].plot(rates, [(p.get("sla") or {}).get("goodput_rps") or 0 for p in phases], color=colour, marker="o",
                      label=_open_label(r))
         best = r.get("max_rate_meeting_sla")
         if best is not None:
@@ -227,7 +229,7 @@ def plot_open(results, out_dir):
         axis.set_title(title)
     offered = sorted({p["rate"] for r in results for p in r["phases"] if p["rate"] is not None})
     axes[2].plot(offered, offered, ":", color="grey", label="offered rate")
-    axes[2].set_title("Goodput (req/s meeting the SLA); * highest rate that met it")
+    axes[2].set_title("Goodput (req/s within the SLA)\n* the highest rate that met it")
     for axis in axes:
         axis.set_xlabel("request rate (req/s)")
         axis.legend(fontsize=7)
