@@ -54,6 +54,12 @@ def _label(result):
     return ("%s %s" % (result["engine"], result.get("engine_version", ""))).strip()
 
 
+def _plot_lines(plots):
+    if plots:
+        return ["## Plots", ""] + ["![%s](%s)" % (name, name) for name in plots] + [""]
+    return ["(plots skipped: matplotlib is not installed in this Python)", ""]
+
+
 def markdown(results, plots):
     first = results[0]
     config = first["config"]
@@ -101,19 +107,23 @@ def markdown(results, plots):
     if errors:
         lines += ["", "## Error samples", ""] + ["- %s: `%s`" % pair for pair in errors]
     lines += [""]
-    if plots:
-        lines += ["## Plots", ""] + ["![%s](%s)" % (name, name) for name in plots] + [""]
-    else:
-        lines += ["(plots skipped: matplotlib is not installed in this Python)", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _plot_lines(plots))
 
 
-def plot(results, out_dir):
+def _pyplot():
+    """matplotlib.pyplot drawing to files, or None without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def plot(results, out_dir):
+    plt = _pyplot()
+    if plt is None:
         return []
     written = []
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
@@ -190,19 +200,12 @@ def markdown_open(results, plots):
                 "met" if sla.get("met") else ("missed" if sla else "-")))
         best = r.get("max_rate_meeting_sla")
         lines += ["", "Highest rate that met the SLA: %s." % ("%g req/s" % best if best is not None else "none"), ""]
-    if plots:
-        lines += ["## Plots", ""] + ["![%s](%s)" % (name, name) for name in plots] + [""]
-    else:
-        lines += ["(plots skipped: matplotlib is not installed in this Python)", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _plot_lines(plots))
 
 
 def plot_open(results, out_dir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _pyplot()
+    if plt is None:
         return []
     sla = results[0]["config"]["sla"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
