@@ -257,17 +257,26 @@ def is_current(path, digest):
     return not problems, problems
 
 
-def reusable_build(path, base_digest):
+def reusable_build(path, base_digest, digest):
     """The build path serves when it holds the weights of base_digest (same source, merged adapter
-    and template; only the adapters served by name differ) and they still match its manifest
-    (cheap); else None."""
+    and template) for another set of adapters served by name, and they still match its manifest
+    (cheap; build() compares the hashes of what it copies); else None. A build of the same digest
+    is never reused: it is being rebuilt because it is damaged."""
     marker = read_manifest_file(os.path.join(path, BUILD_MARKER))
-    if not marker or marker.get("base_digest") != base_digest:
+    if not marker or marker.get("base_digest") != base_digest or marker.get("digest") == digest:
         return None
     man = read_manifest(os.path.join(path, MANIFEST))
     if not man or verify(path, man, "cheap"):
         return None
     return os.path.realpath(path)
+
+
+def _reused_files(manifest):
+    """{rel: manifest entry} of a build's files that a new build of other adapters copies: all its
+    manifest records but the adapters served by name (and hidden files)."""
+    return dict((rel, entry) for rel, entry in manifest["files"].items()
+                if rel != ADAPTERS_INDEX and rel.split("/")[0] != ADAPTERS_DIR
+                and not os.path.basename(rel).startswith("."))
 
 
 def read_manifest_file(path):
@@ -706,18 +715,24 @@ def patch_tokenizer_config(folder, chat_template):
 
 
 def _reuse_weights(base_build, out, progress_path):
-    """Copy a published build's weights and side files into out, without its served adapters, its
-    manifest and its marker; return (source format, merged dtype) from its marker."""
+    """Copy the files of a published build's manifest into out, without its served adapters; return
+    (source format, merged dtype, {rel: sha256 the manifest records}). Only what the manifest
+    records is copied, so nothing added to the build since comes along."""
     marker = read_manifest_file(os.path.join(base_build, BUILD_MARKER)) or {}
-    files = [rel for rel in list_files(base_build)
-             if rel not in (BUILD_MARKER, ADAPTERS_INDEX) and rel.split(os.sep)[0] != ADAPTERS_DIR
-             and not os.path.basename(rel).startswith(".")]
-    progress = Progress(progress_path, "reuse the built weights",
-                        sum(os.path.getsize(os.path.join(base_build, rel)) for rel in files))
-    for rel in files:
+    files = _reused_files(read_manifest(os.path.join(base_build, MANIFEST)))
+    progress = Progress(progress_path, "reuse the built weights", sum(e["size"] for e in files.values()))
+    for rel in sorted(files):
         clone_or_copy(os.path.join(base_build, rel), os.path.join(out, rel))
-        progress.add(os.path.getsize(os.path.join(base_build, rel)))
-    return marker.get("source_format"), marker.get("merged_dtype")
+        progress.add(files[rel]["size"])
+    return (marker.get("source_format"), marker.get("merged_dtype"),
+            dict((rel, e.get("sha256")) for rel, e in files.items()))
+
+
+def _copy_problems(manifest, expected):
+    """The copied files whose hash differs from what the served build's manifest records (the
+    tokenizer files the tokenizer role may rewrite aside)."""
+    return sorted(rel for rel, sha in expected.items()
+                  if os.path.basename(rel) not in MUTABLE and manifest["files"].get(rel, {}).get("sha256") != sha)
 
 
 def _build_weights(src, fmt, stage_dir, adapter, tmp, progress_path, max_shard_size):
@@ -776,9 +791,10 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
         raise WeightsError("source %s is incomplete:\n  %s" % (src, "\n  ".join(problems)))
     fmt = checkpoint_format(src)
     tmp = temp_beside(dest, "build")
+    expected = None
     try:
         if reuse:
-            fmt, merged_dtype = _reuse_weights(reuse, tmp, progress_path)
+            fmt, merged_dtype, expected = _reuse_weights(reuse, tmp, progress_path)
             out_names = _safetensors_names(tmp)
         else:
             out_names, merged_dtype = _build_weights(src, fmt, lambda: temp_beside(dest, "base"), adapter, tmp,
@@ -787,6 +803,11 @@ def build(src, dest, adapter=None, chat_template=None, digest=None, progress_pat
         patch_tokenizer_config(tmp, chat_template)
         progress = Progress(progress_path, "hash the built folder", 0)
         manifest = make_manifest(tmp, progress=progress)
+        if expected is not None and _copy_problems(manifest, expected):
+            # the served build's bytes changed since it was hashed: build from the source instead
+            shutil.rmtree(tmp, ignore_errors=True)
+            return build(src, dest, adapter, chat_template, digest, progress_path, max_shard_size, adapters,
+                         base_digest)
         write_json(os.path.join(tmp, MANIFEST), manifest)
         marker = dict(digest=digest, base_digest=base_digest or digest, source=src, adapter=adapter,
                       source_format=fmt, merged_dtype=merged_dtype, files=len(manifest["files"]))
@@ -915,8 +936,14 @@ def convert(params, check_mode, run_build, run_check):
                     msg="would build %s: %s" % (dest, "; ".join(why[:5])))
     # The build is written beside the served link, so that filesystem must hold it (twice the source
     # while an adapter is merged: the base copy and the merged shards).
-    reuse = reusable_build(dest, base_digest)
-    need = int(man.get("total_bytes", 0) * (2 if adapter and not reuse else 1) * 1.05)
+    reuse = reusable_build(dest, base_digest, digest)
+    if reuse:
+        copied = sum(e["size"] for e in _reused_files(read_manifest(os.path.join(reuse, MANIFEST))).values())
+    else:
+        copied = man.get("total_bytes", 0) * (2 if adapter else 1)
+    adapter_bytes = sum(sum(os.path.getsize(os.path.join(root, f)) for root, dummy, names in os.walk(item["path"])
+                            for f in names) for item in params.get("adapters") or [])
+    need = int((copied + adapter_bytes) * 1.05)
     try:
         builds.require_space(os.path.dirname(os.path.abspath(dest)), need, "the build of %s" % dest)
     except builds.NoSpace as e:

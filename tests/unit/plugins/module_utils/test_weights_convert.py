@@ -207,6 +207,54 @@ def test_a_change_of_the_served_adapters_needs_no_merge_again(layered, monkeypat
     assert os.path.realpath(str(tree / "served")) == result["build"] and leftovers(tree) == []
 
 
+def _rot(path):
+    """Flip the last byte of a file, keeping its size and mtime (what a cheap check cannot see)."""
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(b"\x01" if last != b"\x01" else b"\x02")
+    os.utime(path, (st.st_atime, st.st_mtime))
+
+
+def _sha(path):
+    return weights.sha256_file(path)
+
+
+def test_a_served_build_that_rotted_unseen_is_never_copied(layered):
+    """Reuse copies only what the served manifest records, and only bytes that still hash as
+    recorded; a repair (the same recipe, found damaged by a full verify) builds from the source."""
+    tree = layered
+    source_sha = _sha(str(tree / "src" / "model.safetensors"))
+    served = [{"name": "support", "path": adapter(tree, "support", 4)}]
+    first, dummy = convert(tree, adapters=served)
+    # a repair: the same recipe, damaged bytes under an unchanged size and mtime
+    _rot(os.path.join(first["build"], "model.safetensors"))
+    cheap = weights.convert(params(tree, adapters=served), False, no_call, no_call)
+    assert not cheap["changed"]  # what a cheap check cannot see
+    repaired, venv = convert(tree, adapters=served, verify="full")
+    assert repaired["changed"] and repaired["reused"] is None and venv.builds[0]["reuse"] is None
+    assert _sha(os.path.join(repaired["build"], "model.safetensors")) == source_sha
+    # an adapter change over unseen rot, and a file added to the build after it was published
+    _rot(os.path.join(repaired["build"], "model.safetensors"))
+    with open(os.path.join(repaired["build"], "stray.txt"), "w") as f:
+        f.write("added by hand")
+    served.append({"name": "long", "path": adapter(tree, "long", 8)})
+    rebuilt, venv = convert(tree, adapters=served)
+    assert venv.builds[0]["reuse"] == repaired["build"]  # tried, then found the copy's hash wrong
+    assert rebuilt["reused"] is None and _sha(os.path.join(rebuilt["build"], "model.safetensors")) == source_sha
+    assert sorted(rebuilt["adapters"]) == ["long", "support"]
+    # a healthy served build is copied, without the file its manifest does not record
+    with open(os.path.join(rebuilt["build"], "stray.txt"), "w") as f:
+        f.write("added by hand")
+    served.pop()
+    again, dummy = convert(tree, adapters=served)
+    assert again["reused"] == rebuilt["build"] and not os.path.exists(os.path.join(again["build"], "stray.txt"))
+    assert weights.verify(again["build"], weights.read_manifest(os.path.join(again["build"], weights.MANIFEST)),
+                          "full") == []
+
+
 @pytest.mark.parametrize("make,message", [
     (lambda tree: adapter(tree, "wide", 4, out_features=3), "adapter produces 3 output features, the base has 2"),
     (lambda tree: adapter(tree, "elsewhere", 4, module="q_proj"), "q_proj: no such layer in the base model"),
