@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import ipaddress
 import json
+import math
 import os
 import random
 import socket
@@ -470,7 +471,7 @@ def parse_schedule(text):
             step = (float(start), float(rate))
         except ValueError:
             step = None
-        if not sep or step is None:
+        if not sep or step is None or not all(math.isfinite(v) for v in step):
             raise BadOption("--schedule: %r is not SECONDS:RATE (e.g. 0:2,30:8)" % item)
         if not step[1] > 0:
             raise BadOption("--schedule: the rate in %r must be above 0 requests per second" % item)
@@ -525,17 +526,29 @@ def request_metrics(record):
             "e2el": e2el}
 
 
+def _sla_values(records, per_request, metric):
+    """The values (ms) a criterion's percentile is taken over: one per request (TTFT, TPOT, E2EL),
+    or every gap between streamed pieces for ITL (as vllm bench serve's percentiles); a failed
+    request adds one +inf."""
+    failed = [float("inf")] * sum(1 for m in per_request if m is None)
+    if metric == "itl":
+        return sorted([gap * 1000.0 for r in records if r.get("ok") for gap in r.get("itl") or []] + failed)
+    return sorted([m[metric] * 1000.0 for m in per_request if m is not None] + failed)
+
+
 def sla_report(records, sla, wall_s):
     """Whether the records meet every criterion (a failed request counts as one that missed every
-    bound) and the goodput: requests per second that met every bound on their own."""
+    bound) and the goodput: requests per second whose TTFT, TPOT and E2EL each met their bounds
+    (vllm bench serve's goodput; ITL is a property of the gaps, not of a request)."""
     per_request = [request_metrics(r) if r.get("ok") else None for r in records]
     criteria = []
     for criterion in sla:
-        values = sorted(m[criterion["metric"]] * 1000.0 if m else float("inf") for m in per_request)
-        value = _percentile_with_failures(values, criterion["percentile"])
+        value = _percentile_with_failures(_sla_values(records, per_request, criterion["metric"]),
+                                          criterion["percentile"])
         criteria.append(dict(criterion, value_ms=value, met=value is not None and value <= criterion["bound_ms"]))
+    per_request_bounds = [c for c in sla if c["metric"] != "itl"]
     good = sum(1 for m in per_request
-               if m is not None and all(m[c["metric"]] * 1000.0 <= c["bound_ms"] for c in sla))
+               if m is not None and all(m[c["metric"]] * 1000.0 <= c["bound_ms"] for c in per_request_bounds))
     return {"met": bool(records) and all(c["met"] for c in criteria), "criteria": criteria, "good": good,
             "goodput_rps": (good / wall_s) if wall_s > 0 else None}
 
@@ -547,7 +560,9 @@ def _percentile_with_failures(values, q):
     pos = (len(values) - 1) * q / 100.0
     low = int(pos)
     high = min(low + 1, len(values) - 1)
-    if values[low] == float("inf") or (values[high] == float("inf") and pos > low):
+    if pos == low:
+        return float(values[low])
+    if values[high] == float("inf"):
         return float("inf")
     return percentile(values, q)
 
@@ -631,8 +646,8 @@ async def run_open_phase(args, requests, offsets, deadline):
     for request, offset in zip(requests, offsets):
         delay = offset - (time.perf_counter() - start)
         if delay > 0:
-            await asyncio.sleep(delay)
-        if time.monotonic() > deadline:
+            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        if time.monotonic() >= deadline:
             break
         tasks.append(asyncio.ensure_future(one(dict(request, arrival_s=offset),
                                                max(0.0, time.perf_counter() - start - offset))))
@@ -641,11 +656,13 @@ async def run_open_phase(args, requests, offsets, deadline):
     return results, time.perf_counter() - start
 
 
-def _open_phase_result(rate, records, wall, args):
+def _open_phase_result(rate, records, wall, args, planned=None):
     records = sorted(records, key=lambda r: r["index"])
     sla = sla_report(records, args.sla, wall) if args.sla else None
     lags = [r.get("send_lag_s", 0.0) for r in records]
-    return {"rate": rate, "requests": len(records), "summary": summarize(records, wall),
+    # cut short by --duration: its figures are not those of the rate
+    truncated = planned is not None and len(records) < planned
+    return {"rate": rate, "requests": len(records), "truncated": truncated, "summary": summarize(records, wall),
             "sla": sla, "bench_serve": bench_serve_metrics(records, wall, args.percentiles, args.sla),
             "send_lag_p99_s": percentile(lags, 99),
             "by_kind": {kind: summarize([r for r in records if r["kind"] == kind], wall)
@@ -661,28 +678,31 @@ async def run_open_all(args):
         # a freshly started engine compiles and caches on its first requests: those are not the load
         rate = args.rates[0] if args.rates else args.schedule[0][1]
         offsets = poisson_arrivals(rate, args.warmup_requests, args.seed - 1, args.burstiness)
-        records, wall = await run_open_phase(args, take_requests(pool, len(offsets)), offsets, deadline)
+        # from the end of the pool: the first phase starts with its own requests, not these
+        records, wall = await run_open_phase(args, take_requests(pool, len(offsets), len(pool) - len(offsets)),
+                                             offsets, deadline)
         warmup = dict(rate=rate, summary=summarize(records, wall))
         warmup["summary"].pop("error_samples")
     if args.schedule:
         offsets = schedule_arrivals(args.schedule, args.rate_duration, args.seed, args.burstiness,
                                     count=args.requests_per_rate)
         records, wall = await run_open_phase(args, take_requests(pool, len(offsets)), offsets, deadline)
-        phases.append(dict(_open_phase_result(None, records, wall, args), schedule=args.schedule))
+        phases.append(dict(_open_phase_result(None, records, wall, args, len(offsets)), schedule=args.schedule))
     for number, rate in enumerate(args.rates):
         if time.monotonic() > deadline:
             break
         offsets = poisson_arrivals(rate, args.requests_per_rate, args.seed + number, args.burstiness,
                                    horizon_s=args.rate_duration)
-        records, wall = await run_open_phase(args, take_requests(pool, len(offsets), number), offsets, deadline)
-        phases.append(_open_phase_result(rate, records, wall, args))
+        # each rate its own stretch of the pool (a prefix cache would serve repeated prompts)
+        records, wall = await run_open_phase(args, take_requests(pool, len(offsets), number * args.requests_per_rate),
+                                             offsets, deadline)
+        phases.append(_open_phase_result(rate, records, wall, args, len(offsets)))
         if args.sla and not phases[-1]["sla"]["met"] and not args.keep_going:
             break
-    met = [p["rate"] for p in phases if p["rate"] is not None and p["sla"] and p["sla"]["met"]]
     return {
         "schema": 1, "mode": "open",
         "engine": args.engine, "engine_version": args.engine_version, "model": args.model,
-        "host": args.label or socket.gethostname(),
+        "host": socket.gethostname(), "label": args.label,
         "config": {"rates": args.rates, "schedule": args.schedule, "burstiness": args.burstiness,
                    "requests_per_rate": args.requests_per_rate, "rate_duration_s": args.rate_duration,
                    "sla": args.sla, "seed": args.seed, "max_tokens_cap": args.max_tokens_cap,
@@ -692,8 +712,19 @@ async def run_open_all(args):
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "warmup": warmup,
         "phases": phases,
-        "max_rate_meeting_sla": max(met) if met else None,
+        "max_rate_meeting_sla": max_rate_meeting_sla(phases),
     }
+
+
+def max_rate_meeting_sla(phases):
+    """The highest rate that met the SLA below the first rate that missed it (or was cut short),
+    the rates taken from lowest; None when the lowest missed."""
+    best = None
+    for phase in sorted((p for p in phases if p["rate"] is not None), key=lambda p: p["rate"]):
+        if not phase["sla"] or not phase["sla"]["met"] or phase.get("truncated"):
+            break
+        best = phase["rate"]
+    return best
 
 
 def key_from_env_file(path, name):
@@ -743,8 +774,10 @@ def parse_args(argv=None):
     opened.add_argument("--schedule", default="", help="a rate schedule SECONDS:RATE,... (from 0), run before --rates")
     opened.add_argument("--burstiness", type=float, default=1.0,
                         help="shape of the gamma intervals (1: Poisson; as vllm bench serve --burstiness)")
-    opened.add_argument("--requests-per-rate", type=int, default=64, help="most requests sent at each rate")
-    opened.add_argument("--rate-duration", type=float, default=60.0, help="seconds of arrivals at each rate")
+    opened.add_argument("--requests-per-rate", type=int, default=64,
+                        help="most requests sent at each rate (in all, for --schedule)")
+    opened.add_argument("--rate-duration", type=float, default=60.0,
+                        help="seconds of arrivals at each rate (the whole schedule's, for --schedule)")
     opened.add_argument("--sla", default="", help="METRIC:pPERCENTILE:BOUND,... with METRIC in %s (e.g. "
                                                   "ttft:p99:500ms,e2el:p99:10s)" % ", ".join(SLA_METRICS))
     opened.add_argument("--keep-going", action="store_true", help="run the higher rates after one missed the SLA")
@@ -774,8 +807,15 @@ def parse_args(argv=None):
         parser.error("give --rates (e.g. 1,2,4) or --schedule (e.g. 0:2,30:8)")
     if not 0 < args.burstiness < float("inf"):
         parser.error("--burstiness must be above 0 (1 for a Poisson process)")
-    if args.requests_per_rate < 1 or not args.rate_duration > 0:
+    if args.requests_per_rate < 1 or not 0 < args.rate_duration < float("inf"):
         parser.error("--requests-per-rate and --rate-duration must be above 0")
+    if args.schedule and args.schedule[-1][0] >= args.rate_duration:
+        parser.error("--schedule: its last step starts at %g s, after its arrivals end (--rate-duration %g s): "
+                     "give a longer --rate-duration" % (args.schedule[-1][0], args.rate_duration))
+    if not 0 < args.duration < float("inf") or args.max_tokens_cap < 0:
+        parser.error("--duration must be above 0 seconds and --max-tokens-cap 0 (no cap) or more")
+    if args.workload_file and not os.path.isfile(args.workload_file):
+        parser.error("--workload-file %s: no such file" % args.workload_file)
     if args.warmup_requests < 0:
         parser.error("--warmup-requests must be 0 or more")
     if any(not 0 < p <= 100 for p in args.percentiles):

@@ -253,6 +253,8 @@ def render(result_files, out_dir, with_plots=True):
     if len(modes) > 1:
         raise SystemExit("open-loop and closed-loop results do not compare: report them apart")
     os.makedirs(out_dir, exist_ok=True)
+    if modes == {"open"} and len(set(json.dumps(r["config"]["sla"], sort_keys=True) for r in results)) > 1:
+        raise SystemExit("these open-loop results ran against different SLAs: report them apart")
     if modes == {"open"}:
         plots = plot_open(results, out_dir) if with_plots else []
         text = markdown_open(results, plots)

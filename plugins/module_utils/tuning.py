@@ -69,9 +69,14 @@ def check_sla(sla, variable="tune_sla"):
     return out
 
 
+def _exact(number):
+    """A number as the load generator reads it back exactly (no exponent, no rounding)."""
+    return str(int(number)) if float(number).is_integer() else repr(float(number))
+
+
 def sla_argument(sla):
     """The load generator's --sla value for a checked SLA."""
-    return ",".join("%s:p%g:%gms" % (c["metric"], c["percentile"], c["bound_ms"]) for c in sla)
+    return ",".join("%s:p%s:%sms" % (c["metric"], _exact(c["percentile"]), _exact(c["bound_ms"])) for c in sla)
 
 
 def _value_problem(name, value):
@@ -180,23 +185,39 @@ def changes(candidate, baseline):
     return dict((k, v) for k, v in sorted(candidate.items()) if baseline.get(k) != v)
 
 
+# Goodputs this close (relative) are the same measurement, and the fewer changes win.
+GOODPUT_TOLERANCE = 0.03
+
+
+def _miss(result):
+    """How far the lowest rate missed the SLA: its worst criterion's value over its bound (inf
+    when it has no value)."""
+    phases = result.get("phases") or []
+    criteria = ((phases[0].get("sla") or {}).get("criteria") or []) if phases else []
+    ratios = []
+    for c in criteria:
+        value = c.get("value_ms")
+        ok = isinstance(value, (int, float)) and value == value
+        ratios.append(value / c["bound_ms"] if ok else float("inf"))
+    return max(ratios or [float("inf")])
+
+
 def choose(tried, baseline):
     """The best of tried [{candidate, result}]: the highest rate that met the SLA, then the goodput
-    there, then the fewest changes from the baseline. Returns {met, best, baseline, ranking}; when
-    no candidate met the SLA, best is the one whose lowest rate came closest (its criteria values)."""
+    there (within GOODPUT_TOLERANCE counted equal), then the fewest changes from the baseline.
+    Returns {met, best, baseline, ranking}; when no candidate met the SLA, best is the one whose
+    lowest rate missed it by the least."""
     ranked = sorted(tried, key=lambda t: (-_peak(t["result"])[0], -_peak(t["result"])[1],
                                           len(changes(t["candidate"], baseline))))
     base = next((t for t in tried if t["candidate"] == baseline), None)
     met = [t for t in ranked if _peak(t["result"])[0] > 0]
     if met:
-        best = met[0]
+        peak, goodput = _peak(met[0]["result"])
+        level = [t for t in met if _peak(t["result"])[0] == peak
+                 and _peak(t["result"])[1] >= goodput * (1 - GOODPUT_TOLERANCE)]
+        best = min(level, key=lambda t: len(changes(t["candidate"], baseline)))
     else:
-        # nobody met it: the one whose first rate missed by the least (worst criterion's ratio to its bound)
-        def miss(t):
-            phases = t["result"].get("phases") or []
-            criteria = ((phases[0].get("sla") or {}).get("criteria") or []) if phases else []
-            return max([c["value_ms"] / c["bound_ms"] for c in criteria] or [float("inf")])
-        best = min(ranked, key=miss) if ranked else None
+        best = min(ranked, key=lambda t: (_miss(t["result"]), len(changes(t["candidate"], baseline)))) if ranked else None
     return {"met": bool(met), "best": best, "baseline": base,
             "ranking": [dict(changes=changes(t["candidate"], baseline), peak_rate=_peak(t["result"])[0],
                              goodput_rps=_peak(t["result"])[1]) for t in ranked]}
@@ -217,7 +238,8 @@ def suggestion(choice, sla, context):
              "# This candidate met the SLA up to %g req/s (goodput %.2f req/s)." % (peak, goodput)]
     if base is not None:
         base_peak = _peak(base["result"])[0]
-        lines.append("# The current settings met it up to %s." % (("%g req/s" % base_peak) if base_peak else "no rate tried"))
+        lines.append(("# The current settings met it up to %g req/s." % base_peak) if base_peak
+                     else "# The current settings met it at none of the rates tried.")
     for name, value in sorted(best["candidate"].items()):
         lines.append("%s: %s" % (name, json.dumps(value)))
     return "\n".join(lines) + "\n"

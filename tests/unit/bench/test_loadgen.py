@@ -255,6 +255,11 @@ def test_bad_sla_rates_and_schedules_are_named(parse, text, message):
     (["--rates", "1", "--percentiles", "50,120"], "--percentiles must each be in (0, 100]"),
     (["--rates", "1", "--sla", "queue:p99:1s"], "unknown metric 'queue'"),
     (["--rates", "1", "--warmup-requests", "-1"], "--warmup-requests must be 0 or more"),
+    (["--schedule", "0:2,30:8,60:4"], "its last step starts at 60 s, after its arrivals end (--rate-duration 60 s)"),
+    (["--schedule", "0:inf"], "--schedule: '0:inf' is not SECONDS:RATE"),
+    (["--rates", "1", "--duration", "0"], "--duration must be above 0 seconds"),
+    (["--rates", "1", "--max-tokens-cap", "-5"], "--max-tokens-cap 0 (no cap) or more"),
+    (["--rates", "1", "--workload-file", "/nonexistent/w.jsonl"], "--workload-file /nonexistent/w.jsonl: no such file"),
 ])
 def test_bad_open_loop_options_stop_before_any_request(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as err:
@@ -287,6 +292,34 @@ def test_the_sla_holds_on_the_percentile_and_goodput_counts_requests_within_ever
     assert not lg.sla_report([], sla, 10.0)["met"]
 
 
+def test_a_percentile_that_lands_on_the_last_success_is_that_value_not_nan():
+    # 100 successes and 1 failure: P99's rank is exactly the last success
+    records = [_record(i, 0.1, 1.0 + i * 0.001) for i in range(100)] + [_record(100, 0, 1.0, ok=False)]
+    value = lg.sla_report(records, lg.parse_sla("e2el:p99:5s"), 10.0)["criteria"][0]["value_ms"]
+    assert value == pytest.approx(1099.0) and lg.sla_report(records, lg.parse_sla("e2el:p99:5s"), 10.0)["met"]
+    json.dumps(lg.sla_report(records, lg.parse_sla("e2el:p99:5s"), 10.0), allow_nan=False)
+
+
+def test_the_itl_bound_holds_for_every_gap_as_vllm_bench_serve_counts_them():
+    # one request stalls 2 s once among 99 gaps of 10 ms: its mean gap is 30 ms, its worst 2 s
+    stalled = dict(_record(0, 0.1, 0.1 + 99 * 0.01 + 2.0, tokens=101), itl=[0.01] * 98 + [2.0])
+    records = [stalled] + [_record(i, 0.1, 1.1, tokens=101) for i in range(1, 3)]
+    report = lg.sla_report(records, lg.parse_sla("itl:p99.9:50ms"), 10.0)
+    assert not report["met"] and report["criteria"][0]["value_ms"] > 50
+    assert lg.bench_serve_metrics(records, 10.0, percentiles=(99.9,))["p99.9_itl_ms"] == pytest.approx(
+        report["criteria"][0]["value_ms"])
+    # ITL is no per-request goodput bound (vllm bench serve's goodput takes TTFT, TPOT, E2EL)
+    assert report["good"] == 3
+
+
+def test_the_highest_rate_is_below_the_first_miss_and_a_cut_phase_does_not_count():
+    def phase(rate, met, truncated=False):
+        return {"rate": rate, "truncated": truncated, "sla": {"met": met}}
+    assert lg.max_rate_meeting_sla([phase(2, True), phase(4, False), phase(8, True)]) == 2
+    assert lg.max_rate_meeting_sla([phase(2, True), phase(4, True, truncated=True)]) == 2
+    assert lg.max_rate_meeting_sla([phase(2, False)]) is None and lg.max_rate_meeting_sla([]) is None
+
+
 def test_the_open_loop_run_reports_each_rate_and_stops_after_the_sla_is_missed(engine, tmp_path, monkeypatch):
     monkeypatch.setenv("KEY", "k")
     workload = tmp_path / "chats.jsonl"
@@ -300,6 +333,7 @@ def test_the_open_loop_run_reports_each_rate_and_stops_after_the_sla_is_missed(e
                   "--workload-file", str(workload), "--out", str(out)])
     result = json.loads(out.read_text(encoding="utf-8"))
     assert rc == 0 and result["mode"] == "open" and [p["rate"] for p in result["phases"]] == [20.0, 40.0]
+    assert result["label"] == "" and not any(p["truncated"] for p in result["phases"])
     first = result["phases"][0]
     assert first["summary"]["ok"] == 12 and first["sla"]["met"] and first["sla"]["good"] == 12
     assert sorted(first["by_kind"]) == ["file", "short"] and first["by_kind"]["short"]["output_tokens"] == 6 * 3

@@ -121,6 +121,11 @@ def test_open_loop_results_are_compared_by_rate_with_the_sla(tmp_path):
     closed.write_text(json.dumps(_result("vllm", "0.32.0", 0.4, 1)), encoding="utf-8")
     with pytest.raises(SystemExit, match="do not compare"):
         report.render([paths[0], str(closed)], str(tmp_path / "mixed"))
+    other = json.loads(open(paths[1], encoding="utf-8").read())
+    other["config"]["sla"] = lg.parse_sla("e2el:p99:1s")
+    (tmp_path / "other.json").write_text(json.dumps(other), encoding="utf-8")
+    with pytest.raises(SystemExit, match="ran against different SLAs"):
+        report.render([paths[0], str(tmp_path / "other.json")], str(tmp_path / "mixed"))
 
 
 def test_open_loop_plot_is_png(tmp_path):

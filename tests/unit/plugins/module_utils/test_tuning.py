@@ -130,6 +130,32 @@ def test_the_best_candidate_holds_the_highest_rate_then_the_fewest_changes():
     assert "# This candidate met the SLA up to 16 req/s" in text and "# The current settings met it up to 8 req/s." in text
 
 
+def test_goodputs_within_the_tolerance_are_equal_and_the_fewest_changes_win():
+    tried = [{"candidate": dict(BASE, serving_max_concurrency=128), "result": load_result(16)},
+             {"candidate": BASE, "result": load_result(16)}]
+    # the changed candidate's goodput 1 % higher: noise, the baseline is kept
+    tried[0]["result"]["phases"][-1]["sla"]["goodput_rps"] *= 1.01
+    choice = tuning.choose(tried, BASE)
+    assert choice["best"] is tried[1] and [r["changes"] for r in choice["ranking"]][0] == {"serving_max_concurrency": 128}
+    text = tuning.suggestion(choice, tuning.check_sla(SLA), {})
+    assert yaml.safe_load(text) == BASE
+    tried[0]["result"]["phases"][-1]["sla"]["goodput_rps"] *= 1.1  # 11 % more: a real gain
+    assert tuning.choose(tried, BASE)["best"] is tried[0]
+
+
+def test_a_phase_without_figures_misses_by_the_most():
+    empty = {"phases": [{"rate": 4.0, "sla": {"met": False, "criteria": [dict(SLA[0], value_ms=None)]}}],
+             "max_rate_meeting_sla": None}
+    tried = [{"candidate": dict(BASE, serving_max_concurrency=128), "result": empty},
+             {"candidate": dict(BASE, serving_max_concurrency=64), "result": load_result(0)}]
+    assert tuning.choose(tried, BASE)["best"] is tried[1]
+
+
+def test_the_sla_argument_keeps_every_digit():
+    sla = tuning.check_sla([{"metric": "e2el", "percentile": 99.9, "bound_ms": 1234567}])
+    assert tuning.sla_argument(sla) == "e2el:p99.9:1234567ms" and lg.parse_sla(tuning.sla_argument(sla)) == sla
+
+
 def test_when_no_candidate_meets_the_sla_the_closest_is_named_and_nothing_suggested():
     tried = [{"candidate": BASE, "result": load_result(0)},
              {"candidate": dict(BASE, serving_max_concurrency=128), "result": load_result(0)}]

@@ -54,6 +54,9 @@ class WarmRunner(object):
 
     def _child(self, python, env):
         key = (python, tuple(sorted(env.items())))
+        if key in self.children and self.children[key].poll() is not None:
+            # it exited (an engine import that crashed it): the next request gets a new one
+            del self.children[key]
         if key not in self.children:
             full_env = dict(os.environ)
             full_env.update(env)
