@@ -18,6 +18,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
 
 # bench/loadgen/llmops_loadgen.py's names (vllm bench serve's): a unit test keeps them equal.
 SLA_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -197,7 +198,7 @@ def _miss(result):
     ratios = []
     for c in criteria:
         value = c.get("value_ms")
-        ok = isinstance(value, (int, float)) and value == value
+        ok = isinstance(value, (int, float)) and not math.isnan(value)
         ratios.append(value / c["bound_ms"] if ok else float("inf"))
     return max(ratios or [float("inf")])
 
