@@ -911,12 +911,14 @@ def convert(params, check_mode, run_build, run_check):
         if not os.path.isfile(os.path.join(adapter, "adapter_config.json")):
             raise ConvertError("adapter %s has no adapter_config.json: not a PEFT adapter folder" % adapter)
         adapter_digest = manifest_digest(make_manifest(adapter))
-    served = []
+    served, adapter_bytes = [], 0
     for item in params.get("adapters") or []:
         if not os.path.isfile(os.path.join(item["path"], "adapter_config.json")):
             raise ConvertError("serving_lora_adapters[%s]: %s has no adapter_config.json: not a PEFT adapter folder. %s"
                                % (item["name"], item["path"], UNTOUCHED))
-        served.append([item["name"], manifest_digest(make_manifest(item["path"]))])
+        adapter_manifest = make_manifest(item["path"])
+        served.append([item["name"], manifest_digest(adapter_manifest)])
+        adapter_bytes += adapter_manifest["total_bytes"]
     recipe = dict(v=1, source=manifest_digest(man), adapter=adapter_digest,
                   template=sha256_file(template_path) if template_path else None, family=params.get("template"))
     base_digest = recipe_digest(recipe)
@@ -941,8 +943,6 @@ def convert(params, check_mode, run_build, run_check):
         copied = sum(e["size"] for e in _reused_files(read_manifest(os.path.join(reuse, MANIFEST))).values())
     else:
         copied = man.get("total_bytes", 0) * (2 if adapter else 1)
-    adapter_bytes = sum(sum(os.path.getsize(os.path.join(root, f)) for root, dummy, names in os.walk(item["path"])
-                            for f in names) for item in params.get("adapters") or [])
     need = int((copied + adapter_bytes) * 1.05)
     try:
         builds.require_space(os.path.dirname(os.path.abspath(dest)), need, "the build of %s" % dest)
