@@ -80,6 +80,64 @@ def sla_argument(sla):
     return ",".join("%s:p%s:%sms" % (c["metric"], _exact(c["percentile"]), _exact(c["bound_ms"])) for c in sla)
 
 
+def check_rates(rates, variable="tune_rates"):
+    """The request rates (requests/s) to load each candidate at: a non-empty list of numbers above 0,
+    returned lowest first, each once."""
+    if not isinstance(rates, list) or not rates:
+        raise TuningError("%s must be a non-empty list of request rates (requests/s), e.g. [1, 2, 4]; got %s"
+                          % (variable, json.dumps(rates)))
+    for rate in rates:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < float("inf"):
+            raise TuningError("%s: %s is not a request rate: each must be a number of requests per second above 0"
+                              % (variable, json.dumps(rate)))
+    if len(set(rates)) != len(rates):
+        raise TuningError("%s lists a rate twice: %s" % (variable, json.dumps(rates)))
+    return sorted(float(r) for r in rates)
+
+
+def candidate_bound(rates, load):
+    """The most seconds one candidate takes: its restart with readiness, the warm-up at the first
+    rate, then at each rate the arrivals (its requests or its duration, whichever ends first) and the
+    answers of the last arrival. load: restart_s, request_timeout_s, requests_per_rate,
+    rate_duration_s, warmup_requests."""
+    rates = sorted(float(r) for r in rates)
+    phases = sum(min(float(load["rate_duration_s"]), load["requests_per_rate"] / rate) + load["request_timeout_s"]
+                 for rate in rates)
+    warmup = (load["warmup_requests"] / rates[0] + load["request_timeout_s"]) if load["warmup_requests"] else 0
+    return int(math.ceil(load["restart_s"] + warmup + phases))
+
+
+def inputs(sla, space, rates, budget_s, load):
+    """{problems, per_candidate_s, sla_argument}: every problem of the tuning inputs, each naming its
+    variable ([] when they are right), the most one candidate takes (0 when the rates are wrong) and
+    the load generator's --sla ('' when the SLA is wrong)."""
+    found, bound, argument = [], 0, ""
+    try:
+        argument = sla_argument(check_sla(sla))
+    except TuningError as e:
+        found.append(str(e))
+    for check, args in ((check_space, (space,)), (check_rates, (rates,))):
+        try:
+            check(*args)
+        except TuningError as e:
+            found.append(str(e))
+    if not any(p.startswith("tune_rates") for p in found):
+        bound = candidate_bound(rates, load)
+        try:
+            check_budget(budget_s, bound)
+        except TuningError as e:
+            found.append(str(e))
+    return {"problems": found, "per_candidate_s": bound, "sla_argument": argument}
+
+
+def label(candidate, baseline):
+    """A candidate's short name: what it changes from the baseline, or 'current settings'."""
+    diff = changes(candidate, baseline)
+    if not diff:
+        return "current settings"
+    return ", ".join("%s=%s" % (k.replace("serving_", ""), json.dumps(v, sort_keys=True)) for k, v in diff.items())
+
+
 def _value_problem(name, value):
     """Why value cannot be a value of name in the search space, or None."""
     if name == "serving_max_concurrency":
@@ -188,6 +246,21 @@ def changes(candidate, baseline):
 
 # Goodputs this close (relative) are the same measurement, and the fewer changes win.
 GOODPUT_TOLERANCE = 0.03
+
+
+def closest(result, sla):
+    """How a result missed the SLA at its lowest rate, in words: each criterion's value and bound."""
+    phases = result.get("phases") or []
+    if not phases:
+        return "no rate was loaded"
+    phase = phases[0]
+    criteria = (phase.get("sla") or {}).get("criteria") or []
+    words = []
+    for c in criteria:
+        value = c.get("value_ms")
+        shown = "no answer" if not isinstance(value, (int, float)) or math.isnan(value) else "%.0f ms" % value
+        words.append("%s P%g %s against %g ms" % (c["metric"].upper(), c["percentile"], shown, c["bound_ms"]))
+    return "at %g req/s: %s" % (phase["rate"], "; ".join(words) or "no figures")
 
 
 def _miss(result):

@@ -3,6 +3,7 @@
 the choice of the best candidate from real load-generator results, and the suggestion file."""
 import argparse
 import os
+import re
 import sys
 
 import pytest
@@ -163,3 +164,43 @@ def test_when_no_candidate_meets_the_sla_the_closest_is_named_and_nothing_sugges
     assert not choice["met"] and choice["best"] is tried[0]  # equal misses: the fewest changes
     with pytest.raises(tuning.TuningError, match=r"no candidate met the SLA \(ttft:p99:500ms,tpot:p99:50ms\)"):
         tuning.suggestion(choice, tuning.check_sla(SLA), {})
+    assert tuning.closest(tried[0]["result"], tuning.check_sla(SLA)) == (
+        "at 4 req/s: TTFT P99 900 ms against 500 ms; TPOT P99 20 ms against 50 ms")
+    assert tuning.closest({"phases": []}, []) == "no rate was loaded"
+
+
+@pytest.mark.parametrize("rates, message", [
+    ([], "tune_rates must be a non-empty list"),
+    ([1, 0], "tune_rates: 0 is not a request rate"),
+    ([-2], "tune_rates: -2 is not a request rate"),
+    (["fast"], "tune_rates: \"fast\" is not a request rate"),
+    ([2, 2], "tune_rates lists a rate twice"),
+])
+def test_a_bad_rate_is_named(rates, message):
+    with pytest.raises(tuning.TuningError, match=re.escape(message)):
+        tuning.check_rates(rates)
+
+
+def test_rates_are_loaded_lowest_first():
+    assert tuning.check_rates([4, 0.5, 2]) == [0.5, 2.0, 4.0]
+
+
+LOAD = {"restart_s": 100, "request_timeout_s": 30, "requests_per_rate": 20, "rate_duration_s": 15, "warmup_requests": 4}
+
+
+def test_every_problem_of_the_inputs_is_listed_with_its_variable():
+    found = tuning.inputs([{"metric": "ttfb", "percentile": 99, "bound_ms": 500}], {}, [0], 10, LOAD)["problems"]
+    assert [p.split(" ")[0].split(".")[0].split("[")[0].rstrip(":") for p in found] == [
+        "tune_sla", "tune_space", "tune_rates"]
+    right = tuning.inputs(SLA, {"serving_max_concurrency": [64]}, [1, 2], 600, LOAD)
+    assert right == {"problems": [], "per_candidate_s": 100 + (4 + 30) + (15 + 30) + (10 + 30),
+                     "sla_argument": "ttft:p99:500ms,tpot:p99:50ms"}
+    short = tuning.inputs(SLA, {"serving_max_concurrency": [64]}, [1, 2], 218, LOAD)["problems"]
+    assert short == ["tune_time_budget_s 218 is too small for one candidate, which takes up to 219 s here (the "
+                     "engine's restart and readiness, then each rate's arrivals and their answers): give at least 219"]
+
+
+def test_a_candidate_is_named_by_what_it_changes():
+    assert tuning.label(BASE, BASE) == "current settings"
+    assert tuning.label(dict(BASE, serving_max_concurrency=1, serving_chunked_prefill={"chunk_tokens": 512}), BASE) == (
+        'chunked_prefill={"chunk_tokens": 512}, max_concurrency=1')
