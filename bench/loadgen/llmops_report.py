@@ -203,7 +203,30 @@ def markdown_open(results, plots):
     return "\n".join(lines + _plot_lines(plots))
 
 
-def plot_open(results, out_dir):
+def markdown_tuning(tuning):
+    """The tune playbook's summary (tune.json): what was measured on, the ranking and the choice."""
+    context = tuning["context"]
+    title = "# Tuning on %s: %s %s serving %s" % tuple(context[k] for k in ("host", "engine", "engine_version", "model"))
+    measured = "SLA: %s. Collection %s. GPUs: %s." % (_sla_text(tuning["sla"]), context.get("collection") or "unknown",
+                                                      context.get("gpus") or "none")
+    lines = [title, "", measured, "", "**%s**" % tuning["message"], "",
+             "| candidate | highest rate meeting the SLA (req/s) | goodput there (req/s) | engine flags |",
+             "|---|---|---|---|"]
+    by_key = dict((t["key"], t) for t in tuning["tried"])
+    for t in sorted(tuning["tried"], key=lambda t: t["key"] != tuning.get("chosen")):
+        peak = t["result"].get("max_rate_meeting_sla")
+        phase = next((p for p in t["result"]["phases"] if p["rate"] == peak), None) if peak is not None else None
+        lines.append("| %s%s | %s | %s | `%s` |" % (
+            t["name"], " (chosen)" if t["key"] == tuning.get("chosen") else "",
+            "%g" % peak if peak is not None else "none", _num((phase or {}).get("sla", {}).get("goodput_rps"), 2),
+            " ".join(t.get("flags") or []) or "-"))
+    skipped = [c["name"] for c in tuning.get("not_tried") or [] if c["key"] not in by_key]
+    if skipped:
+        lines += ["", "Not tried within the time budget: %s." % "; ".join(skipped)]
+    return "\n".join(lines + ["", ""])
+
+
+def plot_open(results, out_dir, chosen=""):
     plt = _pyplot()
     if plt is None:
         return []
@@ -222,8 +245,13 @@ def plot_open(results, out_dir):
                      label=_open_label(r))
         best = r.get("max_rate_meeting_sla")
         if best is not None:
-            chosen = next(p for p in phases if p["rate"] == best)
-            axes[2].plot([best], [chosen["sla"]["goodput_rps"]], marker="*", markersize=16, color="black")
+            point = next(p for p in phases if p["rate"] == best)
+            picked = chosen and r.get("label") == chosen
+            axes[2].plot([best], [point["sla"]["goodput_rps"]], marker="*", markersize=22 if picked else 14,
+                         color="red" if picked else "black")
+            if picked:
+                axes[2].annotate("chosen", (best, point["sla"]["goodput_rps"]), textcoords="offset points",
+                                 xytext=(6, 6), color="red")
     for axis, metric, title in zip(axes[:2], ("ttft", "e2el"), ("TTFT (ms) by rate", "End-to-end (ms) by rate")):
         for criterion in sla:
             if criterion["metric"] == metric:
@@ -242,7 +270,7 @@ def plot_open(results, out_dir):
     return ["open_loop.png"]
 
 
-def render(result_files, out_dir, with_plots=True):
+def render(result_files, out_dir, with_plots=True, tuning_file=""):
     results = []
     for path in result_files:
         with open(path, encoding="utf-8") as handle:
@@ -255,9 +283,16 @@ def render(result_files, out_dir, with_plots=True):
     os.makedirs(out_dir, exist_ok=True)
     if modes == {"open"} and len(set(json.dumps(r["config"]["sla"], sort_keys=True) for r in results)) > 1:
         raise SystemExit("these open-loop results ran against different SLAs: report them apart")
+    tuning = None
+    if tuning_file:
+        if modes != {"open"}:
+            raise SystemExit("a tuning summary goes with open-loop results only")
+        with open(tuning_file, encoding="utf-8") as handle:
+            tuning = json.load(handle)
     if modes == {"open"}:
-        plots = plot_open(results, out_dir) if with_plots else []
-        text = markdown_open(results, plots)
+        chosen = next((t["name"] for t in tuning["tried"] if t["key"] == tuning.get("chosen")), "") if tuning else ""
+        plots = plot_open(results, out_dir, chosen) if with_plots else []
+        text = (markdown_tuning(tuning) if tuning else "") + markdown_open(results, plots)
     else:
         plots = plot(results, out_dir) if with_plots else []
         text = markdown(results, plots)
@@ -270,9 +305,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="report folder (report.md, *.png)")
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--tuning", default="", help="the tune playbook's tune.json: its ranking and choice head the report")
     parser.add_argument("results", nargs="+")
     args = parser.parse_args(argv)
-    print(render(args.results, args.out, not args.no_plots))
+    print(render(args.results, args.out, not args.no_plots, args.tuning))
     return 0
 
 

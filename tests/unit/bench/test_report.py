@@ -134,3 +134,52 @@ def test_open_loop_plot_is_png(tmp_path):
     assert "![open_loop.png](open_loop.png)" in text
     with open(tmp_path / "open_loop.png", "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_tuning_summary_heads_the_report_with_the_chosen_candidate(tmp_path):
+    paths = [_open_result(tmp_path, "vllm", 4.0), _open_result(tmp_path, "sglang", 2.0)]
+    tried = []
+    for path, name, key in zip(paths, ("current settings", "max_concurrency=1"), ("k-current", "k-one")):
+        result = json.loads(open(path, encoding="utf-8").read())
+        result["label"] = name
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(result, handle)
+        tried.append({"name": name, "key": key, "candidate": {}, "flags": ["-m", "vllm", "--max-num-seqs", "9"],
+                      "result": result})
+    summary = {"context": {"host": "gpu-01", "engine": "vllm", "engine_version": "0.26.0", "model": "qwen3-tiny",
+                           "collection": "commit abc123", "gpus": "1 x NVIDIA H200, driver 580.95.05"},
+               "sla": lg.parse_sla("ttft:p99:500ms,e2el:p99:3s"), "tried": tried, "chosen": "k-current",
+               "message": "best: current settings, meeting the SLA up to 2 req/s",
+               "not_tried": [{"name": "max_concurrency=64", "key": "k-64"}]}
+    (tmp_path / "tune.json").write_text(json.dumps(summary), encoding="utf-8")
+    text = report.render(paths, str(tmp_path / "out"), with_plots=False, tuning_file=str(tmp_path / "tune.json"))
+    assert text.startswith("# Tuning on gpu-01: vllm 0.26.0 serving qwen3-tiny")
+    assert "Collection commit abc123. GPUs: 1 x NVIDIA H200, driver 580.95.05." in text
+    lines = text.splitlines()
+    row = lines.index("| candidate | highest rate meeting the SLA (req/s) | goodput there (req/s) | engine flags |")
+    assert lines[row + 2] == "| current settings (chosen) | 2 | 2.00 | `-m vllm --max-num-seqs 9` |"
+    assert lines[row + 3] == "| max_concurrency=1 | 1 | 1.00 | `-m vllm --max-num-seqs 9` |"
+    assert "Not tried within the time budget: max_concurrency=64." in text
+    assert "# Open-loop load: vllm 1.0 current settings vs sglang 1.0 max_concurrency=1" in text
+    closed = tmp_path / "closed.json"
+    closed.write_text(json.dumps(_result("vllm", "0.32.0", 0.4, 1)), encoding="utf-8")
+    with pytest.raises(SystemExit, match="open-loop results only"):
+        report.render([str(closed)], str(tmp_path / "closed"), tuning_file=str(tmp_path / "tune.json"))
+
+
+def test_the_chosen_candidate_is_marked_in_the_plot(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    path = _open_result(tmp_path, "vllm", 4.0)
+    result = json.loads(open(path, encoding="utf-8").read())
+    result["label"] = "current settings"
+    (tmp_path / "open-vllm.json").write_text(json.dumps(result), encoding="utf-8")
+    marked = []
+    import matplotlib.axes
+    original = matplotlib.axes.Axes.annotate
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate",
+                        lambda self, text, xy, **kw: marked.append((text, xy)) or original(self, text, xy, **kw))
+    report.plot_open([result], str(tmp_path), chosen="current settings")
+    assert marked == [("chosen", (2.0, result["phases"][1]["sla"]["goodput_rps"]))]
+    marked.clear()
+    report.plot_open([result], str(tmp_path), chosen="another")
+    assert marked == []

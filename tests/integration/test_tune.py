@@ -1,0 +1,154 @@
+"""The tune playbook (llmops.serving.tune) against the converged host.
+
+- Two candidates (the inventory's serving_max_concurrency and 1) at two rates: the candidate other
+  than the current settings is served through the rollout path (drained, restarted, proven,
+  undrained) and queues every request behind the one it serves, so it misses the TTFT bound at the
+  higher rate; the current settings meet it. The run picks those, writes the suggested variables,
+  tune.json and the report with its plots, and puts the host back on the inventory's settings. A
+  second run measures nothing again: every candidate's result is in the cache.
+- An SLA that no candidate meets ends the run with a message naming the closest candidate and how
+  it missed; nothing is suggested.
+- Bad inputs fail in the checks, before the host changes.
+Enabled by LLMOPS_RERUN=1 in the scenario's verifier env.
+"""
+import concurrent.futures
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from test_rerun import snapshot
+
+pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_RERUN") != "1", reason="scenario does not re-run site.yml")
+
+# The inventory's serving_max_concurrency (.config/molecule/config.yml).
+CURRENT = 8
+# A bounded load: a few requests per rate, short answers, the seed's mix with a short document. The
+# tiny model answers 64 tokens in about 0.3 s: one request at a time serves about 3 req/s, so at
+# 16 req/s the 12 arrivals of the phase queue for seconds; 8 at a time serve them together.
+LOAD = {
+    "tune_rates": [2, 16],
+    "tune_requests_per_rate": 12,
+    "tune_rate_duration_s": 6,
+    "tune_warmup_requests": 2,
+    "tune_max_tokens_cap": 64,
+    "tune_document_chars": 400,
+    "tune_request_timeout_s": 60,
+    "tune_restart_s": 300,
+}
+# The bound sits between the two candidates' TTFT P99 at 16 req/s, a factor of 3 from each.
+SLA = [{"metric": "ttft", "percentile": 99, "bound_ms": 600}]
+
+
+def tune(report_dir, extra, *args):
+    cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "llmops.serving.tune",
+           "-e", json.dumps(dict(LOAD, tune_report_dir=report_dir, **extra))] + list(args)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False,
+                         env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    return run.returncode, run.stdout + run.stderr
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("tune"))
+
+
+@pytest.mark.engine_independent
+def test_tune_picks_the_candidate_that_meets_the_sla_and_restores_the_host(host, report_dir):
+    before = snapshot(host)
+    extra = {"tune_space": {"serving_max_concurrency": [1]}, "tune_sla": SLA}
+    rc, out = tune(report_dir, extra)
+    assert rc == 0, out[-4000:]
+    name = host.backend.get_hostname()
+    summary = read_json(os.path.join(report_dir, "%s-tune.json" % name))
+    tried = dict((t["name"], t) for t in summary["tried"])
+    assert sorted(tried) == ["current settings", "max_concurrency=1"], summary["tried"]
+    # the one-at-a-time candidate ran with the flag that makes it so, and queued past the bound
+    one = tried["max_concurrency=1"]
+    assert "--max-num-seqs" in one["flags"] and one["flags"][one["flags"].index("--max-num-seqs") + 1] == "1"
+    missed = [p for p in one["result"]["phases"] if not p["sla"]["met"]]
+    assert missed and missed[0]["bench_serve"]["p99_ttft_ms"] > SLA[0]["bound_ms"], one["result"]["phases"]
+    current = tried["current settings"]
+    assert current["result"]["max_rate_meeting_sla"] == 16.0, current["result"]["phases"]
+    assert summary["met"] and summary["chosen"] == current["key"]
+    assert (one["result"]["max_rate_meeting_sla"] or 0) < 16.0
+    assert summary["context"]["engine"] == os.environ.get("LLMOPS_ENGINE", "vllm")
+    assert summary["context"]["collection"].startswith(("commit ", "version "))
+    # each restart went through the rollout path: the candidate, then the inventory's settings
+    assert out.count("ROLLED OUT %s" % name) == 2, out[-4000:]
+    with open(os.path.join(report_dir, "%s-suggested-vars.yml" % name), encoding="utf-8") as handle:
+        assert yaml.safe_load(handle) == {"serving_max_concurrency": CURRENT}
+    with open(os.path.join(report_dir, name, "report.md"), encoding="utf-8") as handle:
+        report = handle.read()
+    assert "| current settings (chosen) | 16 |" in report and "(open_loop.png)" in report, report[:2000]
+    with open(os.path.join(report_dir, name, "open_loop.png"), "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+    after = snapshot(host)
+    assert {k: after[k] for k in ("unit", "env", "link")} == {k: before[k] for k in ("unit", "env", "link")}
+    assert after["pid"] != before["pid"] and host.service("llmops-%s.service" % summary["context"]["engine"]).is_running
+    # again: every candidate's result comes from the cache, nothing restarts
+    rc, again = tune(report_dir, extra)
+    assert rc == 0, again[-4000:]
+    assert "2 already measured" in " ".join(again.split()) and "ROLLED OUT" not in again, again[-4000:]
+    assert snapshot(host) == after
+    assert read_json(os.path.join(report_dir, "%s-tune.json" % name))["chosen"] == current["key"]
+
+
+@pytest.mark.engine_independent
+def test_an_sla_no_candidate_meets_names_the_closest_and_suggests_nothing(host, report_dir):
+    before = snapshot(host)
+    extra = {"tune_space": {"serving_max_concurrency": [CURRENT]}, "tune_rates": [2],
+             "tune_sla": [{"metric": "ttft", "percentile": 99, "bound_ms": 1}]}
+    rc, out = tune(report_dir, extra)
+    flat = " ".join(out.split())
+    assert rc != 0, out[-3000:]
+    assert "no candidate met the SLA (ttft:p99:1ms) at any rate tried; the closest was current settings, at 2 req/s: TTFT P99" in flat, out[-3000:]
+    name = host.backend.get_hostname()
+    assert not read_json(os.path.join(report_dir, "%s-tune.json" % name))["met"]
+    assert not os.path.exists(os.path.join(report_dir, "%s-suggested-vars.yml" % name))
+    assert snapshot(host) == before
+
+
+BAD_INPUTS = {
+    "unknown metric": ({"tune_sla": [{"metric": "ttfb", "percentile": 99, "bound_ms": 500}]},
+                       "tune_sla[0].metric 'ttfb' is not a metric the load generator measures"),
+    "percentile 0": ({"tune_sla": [{"metric": "ttft", "percentile": 0, "bound_ms": 500}]},
+                     "tune_sla[0].percentile must be a number in (0, 100]"),
+    "percentile above 100": ({"tune_sla": [{"metric": "ttft", "percentile": 999, "bound_ms": 500}]},
+                             "tune_sla[0].percentile must be a number in (0, 100]"),
+    "percentile as users write it": ({"tune_sla": [{"metric": "ttft", "percentile": "p99", "bound_ms": 500}]},
+                                     "tune_sla[0].percentile must be a number in (0, 100]"),
+    "empty space": ({"tune_space": {}}, "tune_space must name at least one spec variable"),
+    "engine flag name": ({"tune_space": {"max_num_seqs": [64]}}, "tune_space.max_num_seqs cannot be tuned"),
+    "a value, not a list": ({"tune_space": {"serving_max_concurrency": 64}},
+                            "tune_space.serving_max_concurrency must be a non-empty list of values"),
+    "rate 0": ({"tune_rates": [0, 2]}, "tune_rates: 0 is not a request rate"),
+    "negative rate": ({"tune_rates": [-1]}, "tune_rates: -1 is not a request rate"),
+    "budget below one candidate": ({"tune_time_budget_s": 10}, "tune_time_budget_s 10 is too small for one candidate"),
+}
+
+
+@pytest.mark.engine_independent
+def test_bad_tuning_inputs_fail_before_the_host_changes(host, report_dir):
+    before = snapshot(host)
+    space = {"tune_space": {"serving_max_concurrency": [1]}}
+    runs = dict((what, (dict(space, **extra), [])) for what, (extra, dummy) in BAD_INPUTS.items())
+    # a searched variable given with -e would hide every candidate's value
+    runs["searched variable as an extra variable"] = (space, ["-e", "serving_max_concurrency=8"])
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        futures = dict((what, pool.submit(tune, report_dir, extra, *args)) for what, (extra, args) in runs.items())
+        results = dict((what, f.result()) for what, f in futures.items())
+    expected = dict((what, message) for what, (dummy, message) in BAD_INPUTS.items())
+    expected["searched variable as an extra variable"] = "serving_max_concurrency is given as an extra variable (-e)"
+    for what, (rc, out) in results.items():
+        assert rc != 0, "%s: the run passed" % what
+        assert expected[what] in " ".join(out.split()), "%s: the failure does not say %r:\n%s" % (what, expected[what], out[-2500:])
+        assert "TUNE PLAN" not in out, "%s: reached the tuning play" % what
+    assert snapshot(host) == before
