@@ -394,6 +394,7 @@ async def run_all(args):
                    "temperature": TEMPERATURE, "sweep": args.sweep, "sweep_requests": args.sweep_requests,
                    "duration_limit_s": args.duration, "mix": dict(MIX)},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "context": args.run_context,
         "mixed": mixed, "sweep": sweep, "memory": sampler.report(),
     }
 
@@ -710,6 +711,7 @@ async def run_open_all(args):
                    "warmup_requests": args.warmup_requests,
                    "duration_limit_s": args.duration},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "context": args.run_context,
         "warmup": warmup,
         "phases": phases,
         "max_rate_meeting_sla": max_rate_meeting_sla(phases),
@@ -738,6 +740,20 @@ def key_from_env_file(path, name):
     return ""
 
 
+def read_run_context(path):
+    """The --run-context file's JSON object ({} without one)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            context = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise BadOption("--run-context %s: %s" % (path, exc))
+    if not isinstance(context, dict):
+        raise BadOption("--run-context %s must hold a JSON object" % path)
+    return context
+
+
 def _add_target_args(cmd):
     cmd.add_argument("--url", required=True)
     cmd.add_argument("--model", required=True)
@@ -755,6 +771,9 @@ def _add_target_args(cmd):
     cmd.add_argument("--duration", type=float, default=600.0, help="wall-time bound of the whole run (s)")
     cmd.add_argument("--request-timeout", type=float, default=300.0)
     cmd.add_argument("--allow-host", action="append", default=[], help="a non-loopback host that may be loaded")
+    cmd.add_argument("--run-context", default="",
+                     help="a JSON file of what else decides the figures (engine flags, GPUs, the collection's "
+                          "commit), kept in the result as its context")
     cmd.add_argument("--out", required=True)
 
 
@@ -789,6 +808,10 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.api_key = (key_from_env_file(args.api_key_env_file, args.api_key_env) if args.api_key_env_file
                     else os.environ.get(args.api_key_env, ""))
+    try:
+        args.run_context = read_run_context(args.run_context)
+    except BadOption as exc:
+        parser.error(str(exc))
     if args.command == "run":
         args.sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
         if args.requests < 1 or args.concurrency < 1 or any(level < 1 for level in args.sweep):

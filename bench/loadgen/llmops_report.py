@@ -54,6 +54,18 @@ def _label(result):
     return ("%s %s" % (result["engine"], result.get("engine_version", ""))).strip()
 
 
+def _context_lines(results, label):
+    """What each result was measured on (its --run-context): GPUs, the collection, the engine flags."""
+    lines = []
+    for r in results:
+        context = r.get("context") or {}
+        if context:
+            lines.append("- %s: GPUs %s; collection %s; flags `%s`" % (
+                label(r), context.get("gpus") or "none", context.get("collection") or "unknown",
+                " ".join(context.get("flags") or []) or "-"))
+    return (["Measured on:", ""] + lines + [""]) if lines else []
+
+
 def _plot_lines(plots):
     if plots:
         return ["## Plots", ""] + ["![%s](%s)" % (name, name) for name in plots] + [""]
@@ -74,6 +86,7 @@ def markdown(results, plots):
            ("; max_tokens capped at %d" % config["max_tokens_cap"]) if config.get("max_tokens_cap") else "",
            config["document_chars"], config["duration_limit_s"]),
         "",
+    ] + _context_lines(results, _label) + [
         "| metric (mixed workload) | " + " | ".join(_label(r) for r in results) + " |",
         "|---|" + "---|" * len(results),
     ]
@@ -184,7 +197,7 @@ def markdown_open(results, plots):
         % (first["host"], first["model"], config["burstiness"], config["requests_per_rate"],
            config["rate_duration_s"], config["workload"], _sla_text(config["sla"])),
         "",
-    ]
+    ] + _context_lines(results, _open_label)
     for r in results:
         lines += ["## %s" % _open_label(r), "",
                   "| rate (req/s) | ok / sent | goodput (req/s) | TTFT P50 / P99 (ms) | TPOT P99 (ms) | "
@@ -216,10 +229,11 @@ def markdown_tuning(tuning):
     for t in sorted(tuning["tried"], key=lambda t: t["key"] != tuning.get("chosen")):
         peak = t["result"].get("max_rate_meeting_sla")
         phase = next((p for p in t["result"]["phases"] if p["rate"] == peak), None) if peak is not None else None
+        failed = t["result"].get("failed")
         lines.append("| %s%s | %s | %s | `%s` |" % (
             t["name"], " (chosen)" if t["key"] == tuning.get("chosen") else "",
-            "%g" % peak if peak is not None else "none", _num((phase or {}).get("sla", {}).get("goodput_rps"), 2),
-            " ".join(t.get("flags") or []) or "-"))
+            ("failed: %s" % failed.replace("|", "/")) if failed else ("%g" % peak if peak is not None else "none"),
+            _num((phase or {}).get("sla", {}).get("goodput_rps"), 2), " ".join(t.get("flags") or []) or "-"))
     skipped = [c["name"] for c in tuning.get("not_tried") or [] if c["key"] not in by_key]
     if skipped:
         lines += ["", "Not tried within the time budget: %s." % "; ".join(skipped)]
@@ -289,6 +303,10 @@ def render(result_files, out_dir, with_plots=True, tuning_file=""):
             raise SystemExit("a tuning summary goes with open-loop results only")
         with open(tuning_file, encoding="utf-8") as handle:
             tuning = json.load(handle)
+        # a cached result (cache/KEY.json) is named as this run names its candidate
+        names = dict((t["key"], t["name"]) for t in tuning["tried"])
+        for path, result in zip(result_files, results):
+            result["label"] = names.get(os.path.basename(path)[:-len(".json")], result.get("label"))
     if modes == {"open"}:
         chosen = next((t["name"] for t in tuning["tried"] if t["key"] == tuning.get("chosen")), "") if tuning else ""
         plots = plot_open(results, out_dir, chosen) if with_plots else []

@@ -18,7 +18,9 @@ description:
 positional: _input, baseline, sla, context
 options:
   _input:
-    description: The tried candidates, each C({candidate, name, key, result}) with the load generator's result.
+    description:
+      - The tried candidates, each C({candidate, name, key, result}) with the load generator's result.
+      - The result of a candidate that failed is C({failed, phases, max_rate_meeting_sla}).
     type: list
     elements: dict
     required: true
@@ -53,7 +55,7 @@ _value:
       description: The best candidate (C({candidate, name, key, result})), or the closest when none met it.
       type: dict
     ranking:
-      description: Each candidate's changes, highest rate meeting the SLA and goodput there, best first.
+      description: Each candidate's changes, highest rate meeting the SLA, goodput there and why it failed (empty when it did not), best first.
       type: list
       elements: dict
     suggestion:
@@ -72,8 +74,11 @@ def tune_choice(tried, baseline, sla, context):
     choice = tuning.choose(tried, baseline)
     best = choice["best"]
     out = {"met": choice["met"], "best": best, "ranking": choice["ranking"], "suggestion": "", "message": ""}
+    failed = [t for t in tried if t["result"].get("failed")]
     if best is None:
-        out["message"] = "no candidate was tried within the time budget"
+        out["message"] = "no candidate was tried: the time budget ended before the first"
+    elif len(failed) == len(tried):
+        out["message"] = "every candidate tried failed; %s: %s" % (failed[0]["name"], failed[0]["result"]["failed"])
     elif choice["met"]:
         out["suggestion"] = tuning.suggestion(choice, checked, context)
         out["message"] = "best: %s, meeting the SLA up to %g req/s" % (

@@ -95,6 +95,10 @@ def check_rates(rates, variable="tune_rates"):
     return sorted(float(r) for r in rates)
 
 
+# The run's own steps before the first candidate (reading the host, draining it) within the budget.
+SETUP_S = 60
+
+
 def candidate_bound(rates, load):
     """The most seconds one candidate takes: its restart with readiness, the warm-up at the first
     rate, then at each rate the arrivals (its requests or its duration, whichever ends first) and the
@@ -123,8 +127,11 @@ def inputs(sla, space, rates, budget_s, load):
             found.append(str(e))
     if not any(p.startswith("tune_rates") for p in found):
         bound = candidate_bound(rates, load)
+        # -e tune_time_budget_s=7200 arrives as text
+        if isinstance(budget_s, str) and budget_s.strip().replace(".", "", 1).isdigit():
+            budget_s = float(budget_s)
         try:
-            check_budget(budget_s, bound)
+            check_budget(budget_s, bound + SETUP_S)
         except TuningError as e:
             found.append(str(e))
     return {"problems": found, "per_candidate_s": bound, "sla_argument": argument}
@@ -222,12 +229,15 @@ def candidate_key(candidate, context):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def check_budget(budget_s, per_candidate_s, variable="tune_time_budget_s"):
-    """The budget must hold at least one candidate (its restart, readiness and load phases)."""
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s < per_candidate_s:
-        raise TuningError("%s %r is too small for one candidate, which takes up to %d s here (the engine's "
-                          "restart and readiness, then each rate's arrivals and their answers): give at least %d"
-                          % (variable, budget_s, per_candidate_s, per_candidate_s))
+def check_budget(budget_s, needed_s, variable="tune_time_budget_s"):
+    """The budget must hold the run's setup and at least one candidate (its restart, readiness and
+    load phases)."""
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)):
+        raise TuningError("%s must be a number of seconds (at least %d here); got %r" % (variable, needed_s, budget_s))
+    if budget_s < needed_s:
+        raise TuningError("%s %s is too small for one candidate, which takes up to %d s here with the run's setup "
+                          "(the engine's restart and readiness, then each rate's arrivals and their answers): give at "
+                          "least %d" % (variable, _exact(budget_s), needed_s, needed_s))
 
 
 def _peak(result):
@@ -282,7 +292,7 @@ def choose(tried, baseline):
     Returns {met, best, baseline, ranking}; when no candidate met the SLA, best is the one whose
     lowest rate missed it by the least."""
     ranked = sorted(tried, key=lambda t: (-_peak(t["result"])[0], -_peak(t["result"])[1],
-                                          len(changes(t["candidate"], baseline))))
+                                          bool(t["result"].get("failed")), len(changes(t["candidate"], baseline))))
     base = next((t for t in tried if t["candidate"] == baseline), None)
     met = [t for t in ranked if _peak(t["result"])[0] > 0]
     if met:
@@ -294,7 +304,8 @@ def choose(tried, baseline):
         best = min(ranked, key=lambda t: (_miss(t["result"]), len(changes(t["candidate"], baseline)))) if ranked else None
     return {"met": bool(met), "best": best, "baseline": base,
             "ranking": [dict(changes=changes(t["candidate"], baseline), peak_rate=_peak(t["result"])[0],
-                             goodput_rps=_peak(t["result"])[1]) for t in ranked]}
+                             goodput_rps=_peak(t["result"])[1], failed=t["result"].get("failed") or "")
+                        for t in ranked]}
 
 
 def suggestion(choice, sla, context):

@@ -29,7 +29,8 @@ CURRENT = 8
 # tiny model answers 64 tokens in about 0.3 s: one request at a time serves about 3 req/s, so at
 # 16 req/s the 12 arrivals of the phase queue for seconds; 8 at a time serve them together.
 LOAD = {
-    "tune_rates": [2, 16],
+    # given highest first: the run loads the lowest first
+    "tune_rates": [16, 2],
     "tune_requests_per_rate": 12,
     "tune_rate_duration_s": 6,
     "tune_warmup_requests": 2,
@@ -43,8 +44,10 @@ SLA = [{"metric": "ttft", "percentile": 99, "bound_ms": 600}]
 
 
 def tune(report_dir, extra, *args):
+    settings = dict(LOAD, tune_report_dir=report_dir)
+    settings.update(extra)
     cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "llmops.serving.tune",
-           "-e", json.dumps(dict(LOAD, tune_report_dir=report_dir, **extra))] + list(args)
+           "-e", json.dumps(settings)] + list(args)
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False,
                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     return run.returncode, run.stdout + run.stderr
@@ -69,20 +72,33 @@ def test_tune_picks_the_candidate_that_meets_the_sla_and_restores_the_host(host,
     name = host.backend.get_hostname()
     summary = read_json(os.path.join(report_dir, "%s-tune.json" % name))
     tried = dict((t["name"], t) for t in summary["tried"])
+    for t in summary["tried"]:
+        for phase in t["result"]["phases"]:
+            print("TUNE %s at %g req/s: TTFT P50 %.0f ms, P99 %.0f ms; E2EL P99 %.0f ms; %s" % (
+                t["name"], phase["rate"], phase["bench_serve"]["median_ttft_ms"], phase["bench_serve"]["p99_ttft_ms"],
+                phase["bench_serve"]["p99_e2el_ms"], "met" if phase["sla"]["met"] else "missed"))
     assert sorted(tried) == ["current settings", "max_concurrency=1"], summary["tried"]
     # the one-at-a-time candidate ran with the flag that makes it so, and queued past the bound
     one = tried["max_concurrency=1"]
     assert "--max-num-seqs" in one["flags"] and one["flags"][one["flags"].index("--max-num-seqs") + 1] == "1"
+    assert [p["rate"] for p in tried["current settings"]["result"]["phases"]] == [2.0, 16.0]
     missed = [p for p in one["result"]["phases"] if not p["sla"]["met"]]
     assert missed and missed[0]["bench_serve"]["p99_ttft_ms"] > SLA[0]["bound_ms"], one["result"]["phases"]
+    # each result says what it was measured on: its own flags, the GPUs, the collection's commit
+    assert one["result"]["context"] == {"flags": one["flags"], "gpus": summary["context"]["gpus"],
+                                        "collection": summary["context"]["collection"]}
     current = tried["current settings"]
     assert current["result"]["max_rate_meeting_sla"] == 16.0, current["result"]["phases"]
     assert summary["met"] and summary["chosen"] == current["key"]
     assert (one["result"]["max_rate_meeting_sla"] or 0) < 16.0
     assert summary["context"]["engine"] == os.environ.get("LLMOPS_ENGINE", "vllm")
     assert summary["context"]["collection"].startswith(("commit ", "version "))
-    # each restart went through the rollout path: the candidate, then the inventory's settings
+    # each restart went through the rollout path: the candidate, then the inventory's settings; the
+    # host, drained for the whole run, is back on the gateway and no longer marked drained
     assert out.count("ROLLED OUT %s" % name) == 2, out[-4000:]
+    assert not json.loads(host.file("/var/lib/llmops/rollout/state.json").content_string).get("drained")
+    server_line = host.file("/etc/nginx/llmops/upstream.d/%s.conf" % name).content_string
+    assert "max_fails=" in server_line and " down;" not in server_line, server_line
     with open(os.path.join(report_dir, "%s-suggested-vars.yml" % name), encoding="utf-8") as handle:
         assert yaml.safe_load(handle) == {"serving_max_concurrency": CURRENT}
     with open(os.path.join(report_dir, name, "report.md"), encoding="utf-8") as handle:
@@ -104,14 +120,19 @@ def test_tune_picks_the_candidate_that_meets_the_sla_and_restores_the_host(host,
 @pytest.mark.engine_independent
 def test_an_sla_no_candidate_meets_names_the_closest_and_suggests_nothing(host, report_dir):
     before = snapshot(host)
-    extra = {"tune_space": {"serving_max_concurrency": [CURRENT]}, "tune_rates": [2],
-             "tune_sla": [{"metric": "ttft", "percentile": 99, "bound_ms": 1}]}
+    # the second candidate fails before any restart (eagle needs a draft model): the run goes on
+    extra = {"tune_space": {"serving_max_concurrency": [CURRENT], "serving_speculative": [None, {"method": "eagle"}]},
+             "tune_rates": [2], "tune_sla": [{"metric": "ttft", "percentile": 99, "bound_ms": 1}]}
     rc, out = tune(report_dir, extra)
     flat = " ".join(out.split())
     assert rc != 0, out[-3000:]
     assert "no candidate met the SLA (ttft:p99:1ms) at any rate tried; the closest was current settings, at 2 req/s: TTFT P99" in flat, out[-3000:]
     name = host.backend.get_hostname()
-    assert not read_json(os.path.join(report_dir, "%s-tune.json" % name))["met"]
+    summary = read_json(os.path.join(report_dir, "%s-tune.json" % name))
+    assert not summary["met"]
+    failed = [t for t in summary["tried"] if t["result"].get("failed")]
+    assert [t["name"] for t in failed] == ['speculative={"method": "eagle"}'], summary["tried"]
+    assert "draft_model" in failed[0]["result"]["failed"], failed[0]["result"]["failed"]
     assert not os.path.exists(os.path.join(report_dir, "%s-suggested-vars.yml" % name))
     assert snapshot(host) == before
 
@@ -132,6 +153,8 @@ BAD_INPUTS = {
     "rate 0": ({"tune_rates": [0, 2]}, "tune_rates: 0 is not a request rate"),
     "negative rate": ({"tune_rates": [-1]}, "tune_rates: -1 is not a request rate"),
     "budget below one candidate": ({"tune_time_budget_s": 10}, "tune_time_budget_s 10 is too small for one candidate"),
+    "budget in words": ({"tune_time_budget_s": "an hour"}, "tune_time_budget_s must be a number of seconds"),
+    "relative report folder": ({"tune_report_dir": "tune-results"}, "tune_report_dir an absolute path"),
 }
 
 

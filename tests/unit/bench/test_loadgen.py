@@ -148,11 +148,14 @@ def test_http_errors_are_recorded(engine):
 def test_full_run_writes_results(engine, tmp_path, monkeypatch):
     monkeypatch.setenv("KEY", "k")
     out = tmp_path / "r.json"
+    context = {"flags": ["--max-num-seqs", "8"], "gpus": "none", "collection": "commit 0123abcd"}
+    (tmp_path / "context.json").write_text(json.dumps(context), encoding="utf-8")
     rc = lg.main(["run", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--engine", "vllm",
                   "--requests", "10", "--concurrency", "4", "--sweep", "1,2", "--sweep-requests", "3",
-                  "--max-tokens-cap", "4", "--document-chars", "50", "--out", str(out)])
+                  "--max-tokens-cap", "4", "--document-chars", "50", "--run-context", str(tmp_path / "context.json"),
+                  "--out", str(out)])
     result = json.loads(out.read_text(encoding="utf-8"))
-    assert rc == 0
+    assert rc == 0 and result["context"] == context
     assert result["mixed"]["summary"]["ok"] == 10 and result["mixed"]["summary"]["output_tokens"] == 40
     assert [p["concurrency"] for p in result["sweep"]] == [1, 2]
     assert result["mixed"]["by_kind"]["summary"]["requests"] == 2
@@ -260,6 +263,7 @@ def test_bad_sla_rates_and_schedules_are_named(parse, text, message):
     (["--rates", "1", "--duration", "0"], "--duration must be above 0 seconds"),
     (["--rates", "1", "--max-tokens-cap", "-5"], "--max-tokens-cap 0 (no cap) or more"),
     (["--rates", "1", "--workload-file", "/nonexistent/w.jsonl"], "--workload-file /nonexistent/w.jsonl: no such file"),
+    (["--rates", "1", "--run-context", "/nonexistent/c.json"], "--run-context /nonexistent/c.json: [Errno 2]"),
 ])
 def test_bad_open_loop_options_stop_before_any_request(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as err:

@@ -139,10 +139,13 @@ def test_open_loop_plot_is_png(tmp_path):
 def test_a_tuning_summary_heads_the_report_with_the_chosen_candidate(tmp_path):
     paths = [_open_result(tmp_path, "vllm", 4.0), _open_result(tmp_path, "sglang", 2.0)]
     tried = []
+    named = []
     for path, name, key in zip(paths, ("current settings", "max_concurrency=1"), ("k-current", "k-one")):
         result = json.loads(open(path, encoding="utf-8").read())
-        result["label"] = name
-        with open(path, "w", encoding="utf-8") as handle:
+        # measured under another name (another baseline): this run's name is the one shown
+        result["label"] = "measured as " + name
+        named.append(str(tmp_path / (key + ".json")))
+        with open(named[-1], "w", encoding="utf-8") as handle:
             json.dump(result, handle)
         tried.append({"name": name, "key": key, "candidate": {}, "flags": ["-m", "vllm", "--max-num-seqs", "9"],
                       "result": result})
@@ -151,14 +154,19 @@ def test_a_tuning_summary_heads_the_report_with_the_chosen_candidate(tmp_path):
                "sla": lg.parse_sla("ttft:p99:500ms,e2el:p99:3s"), "tried": tried, "chosen": "k-current",
                "message": "best: current settings, meeting the SLA up to 2 req/s",
                "not_tried": [{"name": "max_concurrency=64", "key": "k-64"}]}
+    summary["tried"].append({"name": "speculative={\"method\": \"eagle\"}", "key": "k-eagle", "candidate": {},
+                             "flags": [], "result": {"failed": "Serve the candidate: needs draft_model | x",
+                                                     "phases": [], "max_rate_meeting_sla": None}})
     (tmp_path / "tune.json").write_text(json.dumps(summary), encoding="utf-8")
-    text = report.render(paths, str(tmp_path / "out"), with_plots=False, tuning_file=str(tmp_path / "tune.json"))
+    text = report.render(named, str(tmp_path / "out"), with_plots=False, tuning_file=str(tmp_path / "tune.json"))
     assert text.startswith("# Tuning on gpu-01: vllm 0.26.0 serving qwen3-tiny")
     assert "Collection commit abc123. GPUs: 1 x NVIDIA H200, driver 580.95.05." in text
     lines = text.splitlines()
     row = lines.index("| candidate | highest rate meeting the SLA (req/s) | goodput there (req/s) | engine flags |")
     assert lines[row + 2] == "| current settings (chosen) | 2 | 2.00 | `-m vllm --max-num-seqs 9` |"
     assert lines[row + 3] == "| max_concurrency=1 | 1 | 1.00 | `-m vllm --max-num-seqs 9` |"
+    assert lines[row + 4] == '| speculative={"method": "eagle"} | failed: Serve the candidate: needs draft_model / x | n/a | `-` |'
+
     assert "Not tried within the time budget: max_concurrency=64." in text
     assert "# Open-loop load: vllm 1.0 current settings vs sglang 1.0 max_concurrency=1" in text
     closed = tmp_path / "closed.json"
@@ -183,3 +191,19 @@ def test_the_chosen_candidate_is_marked_in_the_plot(tmp_path, monkeypatch):
     marked.clear()
     report.plot_open([result], str(tmp_path), chosen="another")
     assert marked == []
+
+
+def test_what_each_result_was_measured_on_is_in_the_report(tmp_path):
+    paths = [_open_result(tmp_path, "vllm", 4.0), _open_result(tmp_path, "sglang", 2.0)]
+    result = json.loads(open(paths[0], encoding="utf-8").read())
+    result["context"] = {"gpus": "1 x NVIDIA H200, driver 580.159.04", "collection": "commit 0123abcd",
+                         "flags": ["--max-num-seqs", "256", "--enable-prefix-caching"]}
+    with open(paths[0], "w", encoding="utf-8") as handle:
+        json.dump(result, handle)
+    text = report.render(paths, str(tmp_path / "out"), with_plots=False)
+    assert ("- vllm 1.0: GPUs 1 x NVIDIA H200, driver 580.159.04; collection commit 0123abcd; flags "
+            "`--max-num-seqs 256 --enable-prefix-caching`") in text
+    assert "- sglang 1.0:" not in text
+    closed = tmp_path / "closed.json"
+    closed.write_text(json.dumps(dict(_result("vllm", "0.32.0", 0.4, 1), context=result["context"])), encoding="utf-8")
+    assert "- vllm 0.32.0: GPUs 1 x NVIDIA H200" in report.render([str(closed)], str(tmp_path / "closed"), with_plots=False)

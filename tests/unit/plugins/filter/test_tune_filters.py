@@ -50,4 +50,18 @@ def test_the_choice_suggests_the_best_or_names_the_closest():
     assert choice["message"] == ("no candidate met the SLA (ttft:p99:500ms,tpot:p99:50ms) at any rate tried; the closest "
                                  "was current settings, at 4 req/s: TTFT P99 900 ms against 500 ms; TPOT P99 20 ms "
                                  "against 50 ms")
-    assert tune_choice([], BASE, SLA, CONTEXT)["message"] == "no candidate was tried within the time budget"
+    assert tune_choice([], BASE, SLA, CONTEXT)["message"] == "no candidate was tried: the time budget ended before the first"
+
+
+def test_a_failed_candidate_ranks_last_and_is_named_when_every_candidate_failed():
+    failed = {"failed": "Serve the candidate: ROLLOUT FAILED", "phases": [], "max_rate_meeting_sla": None}
+    tried = [{"candidate": dict(BASE, serving_max_concurrency=128), "name": "max_concurrency=128", "key": "b",
+              "result": failed},
+             {"candidate": BASE, "name": "current settings", "key": "a", "result": load_result(0)}]
+    choice = tune_choice(tried, BASE, SLA, CONTEXT)
+    assert not choice["met"] and choice["best"]["key"] == "a"
+    assert [r["failed"] for r in choice["ranking"]] == ["", "Serve the candidate: ROLLOUT FAILED"]
+    choice = tune_choice(tried[:1], BASE, SLA, CONTEXT)
+    assert choice["message"] == "every candidate tried failed; max_concurrency=128: Serve the candidate: ROLLOUT FAILED"
+    met = tune_choice([tried[0], dict(tried[1], result=load_result(8))], BASE, SLA, CONTEXT)
+    assert met["met"] and met["best"]["key"] == "a"

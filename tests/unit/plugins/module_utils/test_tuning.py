@@ -195,9 +195,14 @@ def test_every_problem_of_the_inputs_is_listed_with_its_variable():
     right = tuning.inputs(SLA, {"serving_max_concurrency": [64]}, [1, 2], 600, LOAD)
     assert right == {"problems": [], "per_candidate_s": 100 + (4 + 30) + (15 + 30) + (10 + 30),
                      "sla_argument": "ttft:p99:500ms,tpot:p99:50ms"}
-    short = tuning.inputs(SLA, {"serving_max_concurrency": [64]}, [1, 2], 218, LOAD)["problems"]
-    assert short == ["tune_time_budget_s 218 is too small for one candidate, which takes up to 219 s here (the "
-                     "engine's restart and readiness, then each rate's arrivals and their answers): give at least 219"]
+    short = tuning.inputs(SLA, {"serving_max_concurrency": [64]}, [1, 2], 278, LOAD)["problems"]
+    assert short == ["tune_time_budget_s 278 is too small for one candidate, which takes up to 279 s here with the "
+                     "run's setup (the engine's restart and readiness, then each rate's arrivals and their answers): "
+                     "give at least 279"]
+    # -e tune_time_budget_s=279 arrives as text
+    assert tuning.inputs(SLA, {"serving_max_concurrency": [64]}, [1, 2], "279", LOAD)["problems"] == []
+    assert tuning.inputs(SLA, {"serving_max_concurrency": [64]}, [1, 2], "an hour", LOAD)["problems"] == [
+        "tune_time_budget_s must be a number of seconds (at least 279 here); got 'an hour'"]
 
 
 def test_a_candidate_is_named_by_what_it_changes():
