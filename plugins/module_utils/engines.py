@@ -6,7 +6,8 @@
 Flags live in the one translation table beside this file (engine_args.FLAG_TABLE); everything else
 an engine differs in lives here: how it starts, which distributions carry it, its health route, the
 variable its API key comes from, its systemd unit, its metric names by version, how its model
-registry is read, which architectures it serves from which version, and how it budgets GPU memory.
+registry is read, which architectures it serves from which version, how it budgets GPU memory, and
+how it words the memory figures it logs at start-up.
 Roles read it through the ``llmops.serving.engine_info`` filter (the serving_spec role publishes it
 as ``serving_spec_engine``); modules import it. Adding an engine, or an engine version that changes
 any of these, touches this table and its tests.
@@ -111,6 +112,28 @@ REGISTRY = {
             ("0.0.0", {"cudagraph_in_budget": False, "block_size": 16,
                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256)}),
         ],
+        # The memory figures it logs at start-up (validation.py; {N} is the number), in GiB:
+        #   V1 (0.8+): "Model loading took X GiB and Y seconds", "Available KV cache memory: X GiB",
+        #              "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per request: Cx",
+        #              "Actual usage is X GiB for weight, Y GiB for peak activation, Z GiB for
+        #              non-torch memory, and W GiB for CUDAGraph memory" (0.2x)
+        #   V0:        "Loading model weights took X GB", the profile's "model weights take XGiB; ...
+        #              the rest of the memory reserved for KV Cache is XGiB.", "# cuda blocks: N"
+        #   CPU:       "Explicitly set (X/TOTAL) GiB for KV cache on node 0", "CPU KV cache size: N tokens"
+        "startup_log": [
+            ("weights_gib", r"Model loading took {N} ?GiB"),
+            ("weights_gib", r"Loading model weights took {N} ?GB"),
+            ("weights_gib", r"model weights take {N} ?GiB"),
+            ("available_kv_gib", r"Available KV cache memory: {N} ?GiB"),
+            ("available_kv_gib", r"reserved for KV Cache is {N} ?GiB"),
+            ("available_kv_gib", r"Explicitly set \({N}/[0-9.]+\) GiB for KV cache"),
+            ("kv_tokens", r"(?:GPU|CPU) KV cache size: {N} tokens"),
+            ("kv_blocks", r"# (?:cuda|GPU|CPU) blocks: {N}"),
+            ("max_concurrency_x", r"Maximum concurrency for [0-9,]+ tokens per request: {N}x"),
+            ("activation_gib", r"Actual usage is [0-9.]+ GiB for weight, {N} GiB for peak activation"),
+            ("non_torch_gib", r"GiB for peak activation, {N} GiB for non-torch memory"),
+            ("cuda_graph_gib", r"non-torch memory, and {N} GiB for CUDAGraph memory"),
+        ],
     },
     "sglang": {
         "label": "SGLang",
@@ -175,6 +198,17 @@ REGISTRY = {
         ],
         "budget": [
             ("0.0.0", {"cudagraph_in_budget": False, "block_size": 1}),
+        ],
+        # model_runner "Load weight end. ... mem usage=X GB.", memory_pool "KV Cache is allocated.
+        # #tokens: N, K size: A GB, V size: B GB" (later "KV Cache is allocated. dtype: D, #tokens: N,
+        # ..." or "#tokens: N, KV size: X GB"), "max_total_num_tokens=N"; its "GB" are GiB (1 << 30)
+        "startup_log": [
+            ("weights_gib", r"Load weight end\..*?mem usage={N} ?GB"),
+            ("kv_tokens", r"KV Cache is allocated\..*?#tokens: {N}"),
+            ("kv_size_gib", r"KV Cache is allocated\..*?KV size: {N} ?GB"),
+            ("k_size_gib", r"KV Cache is allocated\..*?K size: {N} ?GB"),
+            ("v_size_gib", r"KV Cache is allocated\..*?V size: {N} ?GB"),
+            ("max_total_num_tokens", r"max_total_num_tokens={N}"),
         ],
     },
 }

@@ -130,6 +130,10 @@ BAD_INPUTS = {
                              "(team-a): priority must be an integer from -1000 to 1000"),
     "client_priority_unscheduled": ({"serving_priority_scheduling": False},
                                     "no engine behind this gateway schedules by priority"),
+    # validate (the end of site.yml), as users would mistype it
+    "validate_tolerance_words": ({"validate_tolerance_pct": "five"}, "validate_tolerance_pct"),
+    "validate_fail_on_unknown": ({"validate_fail_on": ["memory", "disk"]}, "validate_fail_on"),
+    "validate_benchmark_unbounded": ({"validate_benchmark_duration_s": 0}, "validate_benchmark_duration_s"),
     # random weights on a GPU profile
     "synthetic_on_gpu": ({"serving_stack": "cuda12.4",
                           "serving_model": {"name": "qwen3-tiny", "source": "synthetic://qwen3-tiny", "lora": None}},

