@@ -12,7 +12,8 @@
 #     compares with it; GPU health from the real nvidia-smi;
 #  5. `vllm bench serve` as the peer client on the same server.
 # The argv has --max-num-seqs 256, serving_max_concurrency's default, as the engine role renders it
-# (the plan validate makes reads that setting). What lands in $OUT: the engine log, both validate runs, nvidia-smi -q -x, the peer's result, a
+# (the plan validate makes reads that setting; the recorded run of 2026-12-02 predates this and ran
+# with vLLM's 1024). What lands in $OUT: the engine log, both validate runs, nvidia-smi -q -x, the peer's result, a
 # timings file.
 set -euo pipefail
 : "${WHEELS:?folder of the carried wheels}" "${CKPT_SRC:?fixture folder with config.json}" "${SPARSE:?sparse_ckpt.py}"

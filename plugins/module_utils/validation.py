@@ -70,7 +70,9 @@ def expected_figures(engine, plan, kv_space_gib=None, max_total_tokens=None, kv_
     --max-total-tokens cap."""
     plan = plan or {}
     if plan.get("kv_tokens"):
-        expected = {"kv_tokens": int(plan["kv_tokens"])}
+        # SGLang keeps no more tokens than its --max-total-tokens cap, whatever the memory allows
+        cap = int(max_total_tokens) if engine == "sglang" and max_total_tokens else None
+        expected = {"kv_tokens": min(int(plan["kv_tokens"]), cap) if cap else int(plan["kv_tokens"])}
         if plan.get("weights_per_gpu_bytes"):
             expected["weights_gib"] = plan["weights_per_gpu_bytes"] / GIB
         if plan.get("available_kv_bytes") and engine == "vllm":
@@ -190,9 +192,15 @@ def gpu_health(smi_xml):
                 if value is None:
                     continue
                 figures["ecc_%s_%s" % (scope, kind)] = value
-                if value and "uncorrectable" in kind:
-                    problems.append("%d uncorrectable ECC errors (%s %s)" % (value, scope, kind))
-                elif value and scope == "volatile":
+                if not value:
+                    continue
+                # volatile: since the driver loaded; aggregate: the GPU's lifetime, which a repaired
+                # fault never leaves (a notice, or every later run would fail)
+                if "uncorrectable" in kind and scope == "volatile":
+                    problems.append("%d uncorrectable ECC errors since the driver loaded (%s)" % (value, kind))
+                elif "uncorrectable" in kind:
+                    notices.append("%d uncorrectable ECC errors in the GPU's lifetime (%s)" % (value, kind))
+                elif scope == "volatile":
                     notices.append("%d correctable ECC errors since the driver loaded (%s)" % (value, kind))
         for kind in ("multiple_single_bit_retirement", "double_bit_retirement"):
             count = _int(_text(gpu, "retired_pages/%s/retired_count" % kind))
@@ -330,8 +338,8 @@ def summary_lines(result):
             found = "; ".join(entry["problems"] + entry["notices"]) or "healthy"
             lines.append("GPU %s %s (%s): %s" % (entry["index"], entry.get("name") or "?", entry.get("bus_id") or "?",
                                                  found))
-        lines.append("kernel log: %s" % ("; ".join(gpu.get("xid_problems", []) + gpu.get("xid_notices", []))
-                                         or "no XID events"))
+        events = "; ".join(gpu.get("xid_problems", []) + gpu.get("xid_notices", []))
+        lines.append("kernel log (%s): %s" % (gpu.get("kernel_log_source") or "?", events or "no XID events"))
     bench = result.get("benchmark") or {}
     if bench.get("skipped"):
         lines.append("benchmark: not compared (%s)" % bench["skipped"])
@@ -340,7 +348,8 @@ def summary_lines(result):
             lines.append("benchmark: baseline %s (%s)" % (bench["recorded"], _figures_text(bench.get("figures", {}))))
         else:
             parts = ["%s %s vs %s (%+.1f %%)%s" % (c["figure"], c["value"], c["baseline"], c["change_pct"],
-                                                   "" if c["ok"] else " REGRESSION") for c in bench.get("checks", [])]
+                                                   "" if c["ok"] else " REGRESSION: %.1f %% more time" % c["worse_pct"])
+                     for c in bench.get("checks", [])]
             lines.append("benchmark vs baseline of %s (regression limit %s %%): %s" % (
                 bench.get("baseline_date"), bench.get("regression_pct"), "; ".join(parts)))
         if bench.get("errors"):

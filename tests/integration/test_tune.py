@@ -26,12 +26,14 @@ pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_RERUN") != "1", reason="s
 # The inventory's serving_max_concurrency (.config/molecule/config.yml).
 CURRENT = 8
 # A bounded load: a few requests per rate, short answers, the seed's mix with a short document. The
-# tiny model answers 64 tokens in about 0.3 s: one request at a time serves about 3 req/s, so at
-# 16 req/s the 12 arrivals of the phase queue for seconds; 8 at a time serve them together.
+# tiny model answers 64 tokens in 0.1-0.3 s, so one request at a time serves 3-10 req/s. At 16 req/s
+# the 32 arrivals of the phase (2 s) queue behind each other: the last waits 1-4 s on machines of
+# either speed. 8 at a time serve them together. (12 arrivals queued for only 0.4 s on a fast
+# machine: under the bound.) At 2 req/s the phase's 6-s bound stops it at 12 requests.
 LOAD = {
     # given highest first: the run loads the lowest first
     "tune_rates": [16, 2],
-    "tune_requests_per_rate": 12,
+    "tune_requests_per_rate": 32,
     "tune_rate_duration_s": 6,
     "tune_warmup_requests": 2,
     "tune_max_tokens_cap": 64,

@@ -82,29 +82,32 @@ def test_the_serving_engine_validates_and_nothing_changes(host):
 def test_a_run_below_the_baseline_fails_until_a_new_one_is_recorded(host):
     stored = json.loads(host.check_output("cat %s" % BASELINE))
     inflated = dict(stored, figures=dict(stored["figures"]))
-    # ten times the throughput and a tenth of the latencies the host measured
-    inflated["figures"]["output_tokens_per_s"] *= 10
-    for name in ("ttft_p50_s", "itl_p50_s", "e2e_p50_s"):
-        inflated["figures"][name] /= 10
+    # Figures no CPU host reaches. The stored baseline is no yardstick: site.yml recorded it while
+    # other scenarios loaded the same two cores, so the host may now run ten times faster than it.
+    inflated["figures"].update(output_tokens_per_s=1e6, ttft_p50_s=1e-6, itl_p50_s=1e-7, e2e_p50_s=1e-5)
     host.run("cat > %s <<'EOF'\n%s\nEOF" % (BASELINE, json.dumps(inflated)))
+    # the scenario prints benchmark findings only (two shared cores); here they fail, as by default
+    failing = {"validate_fail_on": ["memory", "gpu", "benchmark"]}
     try:
-        rc, out = validate()
+        rc, out = validate(extra=failing)
         assert rc != 0, out[-3000:]
         lines = summary(out)
         bench = [line for line in lines if line.startswith("benchmark vs baseline")][0]
         assert bench.count("REGRESSION") >= 3, bench
         assert "output_tokens_per_s" in bench and "REGRESSION" in bench.split("output_tokens_per_s")[1].split(";")[0]
         assert "validate_record_baseline: always" in out
+        assert re.search(r"benchmark: output_tokens_per_s [0-9.]+ against the baseline's [0-9.]+ takes [0-9.]+ % more time "
+                         r"\(limit 400.0 %\)", out), out[-3000:]
 
-        rc, out = validate(extra={"validate_record_baseline": "always"})
+        rc, out = validate(extra=dict(failing, validate_record_baseline="always"))
         assert rc == 0, out[-3000:]
         assert changed(out)[host.backend.get_hostname()] == 1
         assert any("benchmark: baseline replaced (asked) at %s" % BASELINE in line for line in summary(out))
         rerecorded = json.loads(host.check_output("cat %s" % BASELINE))
         assert rerecorded["key"] == stored["key"]
-        assert rerecorded["figures"]["output_tokens_per_s"] < inflated["figures"]["output_tokens_per_s"] / 2
+        assert rerecorded["figures"]["output_tokens_per_s"] < 1e5
 
-        rc, out = validate("--check")
+        rc, out = validate("--check", extra=failing)
         assert rc == 0 and set(changed(out).values()) == {0}, out[-3000:]
     finally:
         host.run("cat > %s <<'EOF'\n%s\nEOF" % (BASELINE, json.dumps(stored)))
@@ -139,7 +142,7 @@ def test_an_engine_given_by_log_file_and_url_with_gpu_health(host):
             "memory (log file %s/engine.log" % WORK)
         assert "GPU 0 NVIDIA H200 (00000000:00:06.0): healthy" in lines
         assert "GPU 1 NVIDIA H200 (00000000:00:07.0): healthy" in lines
-        assert "kernel log: no XID events" in lines
+        assert "kernel log (%s/kern.log): no XID events" % WORK in lines
 
         # GPU 1 on a narrowed link, and the kernel saw it fall off the bus
         second = healthy.index("<pci_bus_id>00000000:00:07.0</pci_bus_id>")

