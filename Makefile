@@ -62,9 +62,9 @@ $(DEPS_STAMP): | $(BIN)/ansible-playbook
 	touch $@
 
 .PHONY: host-packages
-host-packages: promtool  ## podman, runc, debootstrap, promtool on this machine (root)
-	@command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; }
+host-packages: promtool  ## podman, runc, debootstrap, patchelf, promtool on this machine (root)
+	@command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null && command -v patchelf >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap patchelf >/dev/null; }
 	@bash -c '. tests/testhost/podman-env.sh'
 
 # promtool from Debian's `prometheus` package (the same build the monitoring role installs on hosts),
@@ -83,6 +83,14 @@ $(PROMTOOL):
 images: host-packages  ## build the Debian 12/13 systemd test-host images (cached)
 	SUITES="bookworm trixie" tests/testhost/build-images.sh
 
+# The test hosts cannot reach python-build-standalone's release assets: this packs the controller's
+# Python 3.11 as a stand-in build in the same layout (<mirror>/<release>/<filename>), with the
+# variables that point python_env at it (vars.json). Debian 13 hosts install it as their 3.11.
+PYTHON_MIRROR := $(LLMOPS_CACHE)/python-mirror
+.PHONY: standin-python
+standin-python: host-packages  ## stand-in python-build-standalone mirror of this machine's Python 3.11 (cached)
+	python3.11 tests/harness/standin_python.py --python python3.11 --mirror $(PYTHON_MIRROR) > /dev/null
+
 # The profile's build locks (stacks/locks/<profile>/build/*.txt: what a source build of its
 # sgl-kernel installs, hash-checked) go into the same wheelhouse, so an offline host can build too.
 # Their wheels are all py3-none, for x86_64 Linux like the profiles; a stamp per lock digest skips a
@@ -90,8 +98,9 @@ images: host-packages  ## build the Debian 12/13 systemd test-host images (cache
 WHEELHOUSE_PLATFORMS := $(foreach g,$(shell seq 36 -1 17),--platform=manylinux_2_$(g)_x86_64) \
   --platform=manylinux2014_x86_64 --platform=linux_x86_64
 .PHONY: wheelhouse
-wheelhouse: tools  ## wheelhouse of the locked engine (and sgl-kernel build) requirements for PROFILE (cached)
-	$(BIN)/ansible-playbook playbooks/wheelhouse.yml -e serving_stack=$(PROFILE) -e '{"wheelhouse_engines": ["vllm", "sglang"]}'
+wheelhouse: tools standin-python  ## wheelhouse of the locked engine (and sgl-kernel build) requirements and the interpreter for PROFILE (cached)
+	$(BIN)/ansible-playbook playbooks/wheelhouse.yml -e serving_stack=$(PROFILE) -e '{"wheelhouse_engines": ["vllm", "sglang"]}' \
+	  $(if $(filter cpu cpu-prev,$(PROFILE)),-e @$(PYTHON_MIRROR)/vars.json,-e wheelhouse_interpreter=false)
 	for lock in stacks/locks/$(PROFILE)/build/*.txt; do \
 	  [ -e "$$lock" ] || continue; \
 	  stamp=$(LLMOPS_CACHE)/wheelhouse/$(PROFILE)/.build-$$(basename "$$lock").$$(sha256sum < "$$lock" | cut -c1-16); \
@@ -162,18 +171,18 @@ unit: tools engine-venv sglang-venv  ## pytest unit tests of module_utils, modul
 	LLMOPS_TEST_SGLANG_PYTHON=$(CURDIR)/.cache/sglang-venv/bin/python \
 	$(BIN)/python -m pytest -q -rs -n auto tests/unit --junitxml=$(RESULTS)/unit.xml
 
-# Each scenario's Debian 12 hosts keep their .debs in a folder of their own: apt locks the archive
+# Each scenario's hosts keep their .debs in a folder of their own: apt locks the archive
 # folder, and scenarios that run at the same time (SCENARIOS_BESIDE) would fail on each other's
 # lock. A new folder starts as hard links to the shared one's .debs, never to its lock file: apt
 # locks the file's inode, so a linked lock would be one lock for every folder again (a lock with
 # more than one link, left by an older copy, is removed; apt makes a new one).
-APT_ARCHIVES := bookworm-default bookworm-offline bookworm-nvidia bookworm-fleet
+APT_ARCHIVES := trixie-default bookworm-offline bookworm-nvidia bookworm-fleet
 .PHONY: cache-dirs
 cache-dirs: uv-cache
 	mkdir -p $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial
 	for d in $(APT_ARCHIVES); do \
 	  test -d $(LLMOPS_CACHE)/apt-archives/$$d || { mkdir -p $(LLMOPS_CACHE)/apt-archives/$$d/partial && \
-	    find $(LLMOPS_CACHE)/apt-archives/bookworm -maxdepth 1 -name '*.deb' -exec ln -f -t $(LLMOPS_CACHE)/apt-archives/$$d {} +; }; \
+	    find $(LLMOPS_CACHE)/apt-archives/$${d%%-*} -maxdepth 1 -name '*.deb' -exec ln -f -t $(LLMOPS_CACHE)/apt-archives/$$d {} +; }; \
 	done
 	find $(LLMOPS_CACHE)/apt-archives -mindepth 2 -maxdepth 2 -name lock -links +1 -delete
 

@@ -134,6 +134,12 @@ BAD_INPUTS = {
     "validate_tolerance_words": ({"validate_tolerance_pct": "five"}, "validate_tolerance_pct"),
     "validate_fail_on_unknown": ({"validate_fail_on": ["memory", "disk"]}, "validate_fail_on"),
     "validate_benchmark_unbounded": ({"validate_benchmark_duration_s": 0}, "validate_benchmark_duration_s"),
+    # the profile's Python: a source that does not exist, none allowed on this Debian 13 host, a mirror without builds
+    "interpreter_mode": ({"python_env_interpreter": "conda"}, "python_env_interpreter is 'conda': use one of auto"),
+    "interpreter_system_only": ({"python_env_interpreter": "system"},
+                                "needs Python 3.11 (its locks are compiled for it) and python_env_interpreter is system"),
+    "interpreter_no_build": ({"python_env_interpreter_builds": {}},
+                             "python_env_interpreter_builds has no 3.11 build for x86_64"),
     # random weights on a GPU profile
     "synthetic_on_gpu": ({"serving_stack": "cuda12.4",
                           "serving_model": {"name": "qwen3-tiny", "source": "synthetic://qwen3-tiny", "lora": None}},

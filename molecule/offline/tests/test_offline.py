@@ -68,3 +68,21 @@ def test_venv_matches_the_lock(host):
     alias = PROFILE["engines"]["vllm"]["dist_alias"]
     assert dict((name, installed[name]) for name in set(installed) - set(pins)) == {alias["name"]: alias["version"]}
     assert host.file("/opt/llmops/tools/bin/uv").is_file
+
+
+def test_venv_runs_on_the_standalone_build_from_the_wheelhouse(host):
+    """python_env_interpreter: standalone took the build from the pushed wheelhouse's python/ folder
+    (the host has no route to a mirror) and both venvs run on it, not on Debian's python3.11."""
+    with open(os.path.join(os.environ["LLMOPS_CACHE"], "python-mirror", "vars.json")) as f:
+        build = json.load(f)["python_env_interpreter_builds"]["3.11"]
+    home = "/opt/llmops/python/cpython-%s+%s" % (build["version"], build["release"])
+    wheelhouse_copy = "/opt/llmops/wheelhouse/python/cpython-%s+%s-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz" % (
+        build["version"], build["release"])
+    assert host.file(wheelhouse_copy).is_file
+    assert host.check_output("sha256sum %s" % wheelhouse_copy).split()[0] == build["sha256"]["x86_64"]
+    for venv in (VENV, "/opt/llmops/tools"):
+        base = host.check_output(venv + "/bin/python -c 'import sys, ssl; print(sys.base_prefix)'")
+        assert base == home, (venv, base)
+    # an interrupted unpack leaves nothing behind, and no download folder kept an archive
+    assert not host.file(home + ".partial").exists
+    assert host.check_output("ls -A /opt/llmops/python/.downloads") == ""
