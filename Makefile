@@ -176,7 +176,7 @@ unit: tools engine-venv sglang-venv  ## pytest unit tests of module_utils, modul
 # lock. A new folder starts as hard links to the shared one's .debs, never to its lock file: apt
 # locks the file's inode, so a linked lock would be one lock for every folder again (a lock with
 # more than one link, left by an older copy, is removed; apt makes a new one).
-APT_ARCHIVES := trixie-default bookworm-offline bookworm-nvidia bookworm-fleet
+APT_ARCHIVES := trixie-default bookworm-offline trixie-offline bookworm-nvidia bookworm-fleet
 .PHONY: cache-dirs
 cache-dirs: uv-cache
 	mkdir -p $(LLMOPS_CACHE)/apt-archives/bookworm/partial $(LLMOPS_CACHE)/apt-archives/trixie/partial

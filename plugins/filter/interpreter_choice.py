@@ -21,7 +21,8 @@ options:
     description:
       - C(python) (the profile's Python), C(mode) (C(python_env_interpreter)), C(os_family), C(distribution),
         C(major_version), C(present) (what C(pythonX.Y --version) printed, empty when missing), C(arch),
-        C(builds) (C(python_env_interpreter_builds)), C(mirror), C(root), C(profile_name), C(profiles), C(host).
+        C(builds) (C(python_env_interpreter_builds)), C(mirror), C(root), C(profile_name), C(profiles), C(host),
+        C(allowed) (the profile's C(python_sources); all three when empty).
     type: dict
     required: true
 """
@@ -70,7 +71,7 @@ def interpreter_choice(params):
         return resolve(params.get("python"), params.get("mode", "auto"), key, params.get("present") or "",
                        params.get("arch") or "x86_64", params.get("builds") or {}, params.get("mirror") or "",
                        params.get("root") or "/opt/llmops/python", params.get("profile_name") or "",
-                       params.get("profiles") or {}, params.get("host") or "")
+                       params.get("profiles") or {}, params.get("host") or "", params.get("allowed") or None)
     except InterpreterError as exc:
         return {"error": str(exc)}
 

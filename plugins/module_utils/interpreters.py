@@ -6,9 +6,10 @@
 A stack profile's locks are compiled for one Python (its ``python``). A host gets that Python in one
 of three ways, tried in this order under ``python_env_interpreter: auto``:
 
-- ``system``: the host already has ``pythonX.Y`` on its PATH;
 - ``os-package``: the OS's own repositories carry it (``python3.11`` on Debian 12, ``python3.11`` and
-  ``python3.12`` in RHEL 9's AppStream): python_env installs those packages;
+  ``python3.12`` in RHEL 9's AppStream): python_env installs those packages (a no-op where they are);
+- ``system``: the host has ``pythonX.Y`` on its PATH although its OS does not package it (built or
+  installed by the site);
 - ``standalone``: a relocatable CPython build (python-build-standalone's ``install_only_stripped``
   archives, the ones uv installs) from ``python_env_interpreter_mirror`` or the wheelhouse,
   checksum-pinned per version and architecture, unpacked under ``python_env_interpreter_root``.
@@ -99,26 +100,37 @@ def _options(python, key, profiles):
 
 
 def resolve(python, mode="auto", key=None, present="", arch="x86_64", builds=None, mirror="", root="/opt/llmops/python",
-            profile_name="", profiles=None, host=""):
+            profile_name="", profiles=None, host="", allowed=SOURCES):
     """Pick the interpreter source for one host.
 
     python: the profile's Python ("3.11"); present: what ``pythonX.Y --version`` printed on the host
-    ("" when it has none); key: os_key() of the host (None outside the matrix).
+    ("" when it has none); key: os_key() of the host (None outside the matrix); allowed: the
+    profile's ``python_sources`` (the sources its locks are known to work with).
     Returns {source, python, interpreter, packages, build, summary}; raises InterpreterError.
     """
     python = str(python)
     if mode not in MODES:
         raise InterpreterError("python_env_interpreter is %r: use one of %s." % (mode, ", ".join(MODES)))
-    packages = OS_PYTHONS[key][1].get(python) if key else None
-    build = standalone_build(python, builds, arch, mirror, root)
+    allowed = list(allowed or SOURCES)
+    unknown = [a for a in allowed if a not in SOURCES]
+    if unknown:
+        raise InterpreterError("Stack profile '%s' python_sources names %s: use %s." % (
+            profile_name, ", ".join(unknown), ", ".join(SOURCES)))
+    if mode != "auto" and mode not in allowed and not (mode == "system" and "os-package" in allowed):
+        raise InterpreterError("python_env_interpreter is %s, and stack profile '%s' allows only %s (its python_sources)." % (
+            mode, profile_name, ", ".join(allowed)))
+    present = present if "system" in allowed else ""
+    packages = (OS_PYTHONS[key][1].get(python) if key else None) if "os-package" in allowed else None
+    build = standalone_build(python, builds, arch, mirror, root) if "standalone" in allowed else None
     os_name = OS_PYTHONS[key][0] if key else "this OS"
     choice = None
-    if present and mode in ("auto", "system"):
-        choice = {"source": "system", "interpreter": "python" + python, "packages": [], "build": {},
-                  "summary": "system %s" % present.replace("Python ", "python ").strip()}
-    elif packages and mode in ("auto", "os-package", "system"):
+    # The OS's package first, installed or not: the choice then stays the same after the first run.
+    if packages and mode in ("auto", "os-package", "system"):
         choice = {"source": "os-package", "interpreter": "python" + python, "packages": packages, "build": {},
                   "summary": "python%s from %s's packages (%s)" % (python, os_name, ", ".join(packages))}
+    elif present and mode in ("auto", "system"):
+        choice = {"source": "system", "interpreter": "python" + python, "packages": [], "build": {},
+                  "summary": "the host's own %s" % present.replace("Python ", "python ").strip()}
     elif build and mode in ("auto", "standalone"):
         choice = {"source": "standalone", "interpreter": build["interpreter"], "packages": [], "build": build,
                   "summary": "standalone CPython %s (%s) from %s" % (build["version"], build["release"], mirror or "the wheelhouse")}
@@ -128,7 +140,10 @@ def resolve(python, mode="auto", key=None, present="", arch="x86_64", builds=Non
             reasons.append("%s has no python%s" % (host or "the host", python))
         if not packages and mode != "standalone":
             reasons.append("%s's packages do not provide it" % os_name)
-        if not build and mode != "system":
+        if "standalone" not in allowed:
+            reasons.append("stack profile '%s' leaves standalone builds out (python_sources: %s)" % (
+                profile_name, ", ".join(allowed)))
+        elif not build and mode != "system":
             reasons.append("python_env_interpreter_builds has no %s build for %s" % (python, arch))
         raise InterpreterError(
             "Stack profile '%s' needs Python %s (its locks are compiled for it) and python_env_interpreter "
@@ -146,5 +161,6 @@ def matrix(profiles, builds, arch="x86_64"):
             python = str(profile["python"])
             default = next(iter(shipped))
             present = "Python %s" % python if python == default else ""
-            rows[(key, name)] = resolve(python, "auto", key, present, arch, builds, "mirror", profile_name=name)["source"]
+            rows[(key, name)] = resolve(python, "auto", key, present, arch, builds, "mirror", profile_name=name,
+                                        allowed=profile.get("python_sources"))["source"]
     return rows

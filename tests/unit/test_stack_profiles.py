@@ -55,6 +55,10 @@ def test_profile_fields(name):
     for key in ("description", "driver_branch_min", "cuda", "python", "torch", "engines"):
         assert key in prof, "%s lacks %s" % (name, key)
     assert re.match(r"^3\.\d+$", str(prof["python"]))
+    # where a host may get that Python (python_env's interpreter sources), at least one, none unknown
+    assert prof["python_sources"] and set(prof["python_sources"]) <= {"system", "os-package", "standalone"}
+    # run-time packages under each OS family's own names, for both families or neither
+    assert isinstance(prof["system_packages"], dict) and set(prof["system_packages"]) in (set(), {"Debian", "RedHat"})
     assert set(prof["engines"]) <= {"vllm", "sglang"}
     if prof["cuda"] is None:  # CPU profiles (cpu, and test profiles built like it)
         assert prof["driver_branch_min"] is None

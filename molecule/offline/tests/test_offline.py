@@ -8,7 +8,10 @@ import json
 import os
 import re
 import shlex
+import subprocess
+import tempfile
 
+import testinfra
 import yaml
 
 # The venv is named by engine, version and the digest of the lock it is built from.
@@ -86,3 +89,51 @@ def test_venv_runs_on_the_standalone_build_from_the_wheelhouse(host):
     # an interrupted unpack leaves nothing behind, and no download folder kept an archive
     assert not host.file(home + ".partial").exists
     assert host.check_output("ls -A /opt/llmops/python/.downloads") == ""
+
+
+# The RHEL 9 stand-in host: Debian 13 underneath, Rocky 9.4 to Ansible and dnf.
+EL9 = testinfra.get_host("podman://llmops-offline-el9" + os.environ.get("LLMOPS_HOST_SUFFIX", ""))
+
+
+def test_rhel_path_installed_appstreams_python_with_dnf_and_built_the_venv_on_it():
+    # dnf installed them from the stand-in repository (its history, not Debian's dpkg, says so)
+    installed = EL9.check_output("rpm -qa --qf '%{NAME}\\n'").split()
+    assert {"python3.11", "numactl-libs", "ca-certificates"} <= set(installed), installed
+    assert EL9.run("dpkg -s python3.11").rc != 0, "python3.11 came from Debian, not dnf"
+    assert EL9.check_output("rpm -qf /usr/bin/python3.11").startswith("python3.11-3.11.7-")
+    for venv in (VENV, "/opt/llmops/tools"):
+        base = EL9.check_output(venv + "/bin/python -c 'import sys, ssl; print(sys.base_prefix, sys.version_info[:2])'")
+        assert base == "/usr (3, 11)", (venv, base)
+    assert EL9.file(VENV + "/.llmops-lock.sha256").content_string.strip() == LOCK_SHA256
+    # os-package, not the standalone build the Debian 12 host of the same play took
+    assert not EL9.file("/opt/llmops/python").exists
+
+
+def _play_on_el9(play):
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", prefix="el9-", delete=False) as f:
+        f.write(play % ("llmops-offline-el9" + os.environ.get("LLMOPS_HOST_SUFFIX", "")))
+    try:
+        res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]), f.name],
+                             capture_output=True, text=True, timeout=300, check=False, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    finally:
+        os.unlink(f.name)
+    return res.returncode, " ".join((res.stdout + res.stderr).split())
+
+
+def test_rhel_host_is_named_by_the_roles_without_a_rhel_path_and_in_the_preflight_choice():
+    rc, out = _play_on_el9("""- hosts: %s
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.python_env, tasks_from: interpreter_facts.yml}
+    - ansible.builtin.debug: {msg: "CHOICE {{ python_env_interpreter_choice.summary }}"}
+    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
+""")
+    assert "CHOICE python3.11 from RHEL 9 family's packages (python3.11)" in out, out[-2000:]
+    assert rc != 0 and "runs Rocky 9 (RedHat family): the gateway role installs nginx" in out, out[-2000:]
+    assert "--skip-tags gateway" in out
+    rc, out = _play_on_el9("""- hosts: %s
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.monitoring, tasks_from: validate.yml}
+""")
+    assert rc != 0 and "the monitoring role installs Prometheus" in out, out[-2000:]

@@ -54,17 +54,23 @@ def test_an_unsupported_os_family_is_named(family, distribution):
     assert "RHEL 9 family" in str(err.value)
 
 
-def test_the_hosts_own_python_comes_first():
-    choice = choose("3.11", "debian12", present="Python 3.11.2")
-    assert (choice["source"], choice["interpreter"], choice["packages"]) == ("system", "python3.11", [])
-    assert choice["summary"] == "system python 3.11.2"
-
-
-def test_an_os_package_comes_before_a_download():
+def test_the_os_package_comes_first_also_where_it_is_installed():
+    # the same choice before and after the first run installs it
+    for present in ("", "Python 3.11.2"):
+        choice = choose("3.11", "debian12", present=present)
+        assert (choice["source"], choice["interpreter"]) == ("os-package", "python3.11")
+        assert choice["packages"] == ["python3.11", "python3.11-venv"]
     choice = choose("3.12", "rhel9")
-    assert (choice["source"], choice["packages"], choice["interpreter"]) == ("os-package", ["python3.12"], "python3.12")
-    # Debian 12 without python3.11 on the host (a trimmed image): its packages, venv module included
-    assert choose("3.11", "debian12")["packages"] == ["python3.11", "python3.11-venv"]
+    assert (choice["source"], choice["packages"]) == ("os-package", ["python3.12"])
+    assert choice["summary"] == "python3.12 from RHEL 9 family's packages (python3.12)"
+
+
+def test_a_python_the_site_installed_is_used_where_the_os_has_no_package():
+    choice = choose("3.11", "debian13", present="Python 3.11.9")
+    assert (choice["source"], choice["interpreter"], choice["packages"]) == ("system", "python3.11", [])
+    assert choice["summary"] == "the host's own python 3.11.9"
+    # outside the matrix too (a newer Debian): no OS table, the host's own interpreter
+    assert choose("3.11", None, present="Python 3.11.9")["source"] == "system"
 
 
 def test_debian13_gets_the_pinned_standalone_build_from_the_release_mirror():
@@ -106,6 +112,23 @@ def test_no_build_for_the_architecture_lists_the_options():
     assert "choose a serving_stack whose Python Ubuntu 24.04 ships (cuda12.8, cuda13.0)" in str(err.value)
 
 
+def test_the_profile_limits_the_sources():
+    # a profile whose locks were only proven on the OS's own interpreters never downloads one
+    with pytest.raises(I.InterpreterError) as err:
+        I.resolve("3.11", "auto", "debian13", "", "x86_64", BUILDS, MIRROR, profile_name="cpu", allowed=["system", "os-package"])
+    assert "stack profile 'cpu' leaves standalone builds out (python_sources: system, os-package)" in str(err.value)
+    with pytest.raises(I.InterpreterError, match="python_env_interpreter is standalone, and stack profile 'cpu' allows only system"):
+        I.resolve("3.11", "standalone", "debian12", "", "x86_64", BUILDS, MIRROR, profile_name="cpu", allowed=["system"])
+    with pytest.raises(I.InterpreterError, match="python_sources names conda"):
+        I.resolve("3.11", "auto", "debian12", "", "x86_64", BUILDS, MIRROR, profile_name="cpu", allowed=["conda"])
+    # standalone only: even a host that has the Python gets the build
+    assert I.resolve("3.11", "auto", "debian12", "Python 3.11.2", "x86_64", BUILDS, MIRROR,
+                     allowed=["standalone"])["source"] == "standalone"
+    # system only: the host's own, not its OS's package
+    assert I.resolve("3.11", "auto", "debian12", "Python 3.11.2", "x86_64", BUILDS, MIRROR,
+                     allowed=["system"])["source"] == "system"
+
+
 def test_a_mode_outside_the_choices_is_refused():
     with pytest.raises(I.InterpreterError, match="python_env_interpreter is 'conda': use one of auto, system, os-package, standalone"):
         choose("3.11", "debian12", mode="conda")
@@ -117,7 +140,7 @@ def test_the_filter_returns_the_error_instead_of_raising():
     assert list(out) == ["error"] and "SLES 15 (os_family Suse)" in out["error"]
     ok = interpreter_choice({"python": "3.12", "mode": "auto", "os_family": "Debian", "distribution": "Ubuntu",
                              "major_version": 24, "present": "Python 3.12.3", "builds": BUILDS, "mirror": MIRROR})
-    assert ok["source"] == "system" and ok["python"] == "3.12"
+    assert ok["source"] == "os-package" and ok["python"] == "3.12"
 
 
 def test_every_profile_resolves_an_interpreter_and_its_locks_on_every_os():
