@@ -137,3 +137,25 @@ def test_rhel_host_is_named_by_the_roles_without_a_rhel_path_and_in_the_prefligh
     - ansible.builtin.include_role: {name: llmops.serving.monitoring, tasks_from: validate.yml}
 """)
     assert rc != 0 and "the monitoring role installs Prometheus" in out, out[-2000:]
+
+
+def test_site_yml_serves_on_the_rhel_host_with_the_apt_only_roles_skipped():
+    """The whole flow on the RHEL path, offline: preflight, the venv on AppStream's python3.11, the
+    synthetic model, the tokenizer, the engine unit rolled out and proven by a real generation, and
+    validate at the end; the gateway and monitoring roles (apt only) skipped by their tags, as their
+    refusal says. The unit serves afterwards."""
+    name = "llmops-offline-el9" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
+    keys = {"gateway_api_keys": [{"name": "el9-client", "key": "molecule-el9-client-key-0123456789"}]}
+    res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
+                          os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
+                          "--limit", name, "--skip-tags", "gateway,monitoring", "-e", json.dumps(keys)],
+                         capture_output=True, text=True, timeout=1500, check=False,
+                         env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    said = " ".join(out.split())
+    assert "Python 3.11: python3.11 from RHEL 9 family's packages (python3.11)" in said
+    assert re.search(r"^%s\s+: ok=\d+\s+changed=[1-9]\d*\s+unreachable=0\s+failed=0" % re.escape(name), out, re.M), out[-2000:]
+    assert EL9.service("llmops-vllm.service").is_running
+    # validate's summary at the end of site.yml: the generation answered, the KV figures matched the cap
+    assert re.search(r"kv_tokens \d+ vs \d+", said), said[-3000:]
