@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""make cache-dirs: each scenario's Debian 12 apt archive folder shares the .debs of the shared one
-(hard links, no copy) but has a lock of its own: apt locks the lock file's inode, so a linked lock
+"""make cache-dirs: each scenario's apt archive folder (<suite>-<scenario>) shares the .debs of its
+suite's shared one (hard links, no copy) but has a lock of its own: apt locks the lock file's inode, so a linked lock
 is one lock across scenarios that run at the same time."""
 import os
 import subprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SCENARIO_DIRS = ["bookworm-default", "bookworm-offline", "bookworm-nvidia", "bookworm-fleet"]
+SCENARIO_DIRS = ["trixie-default", "bookworm-offline", "trixie-offline", "bookworm-nvidia", "bookworm-fleet"]
 
 
 def cache_dirs(cache):
@@ -17,18 +17,24 @@ def cache_dirs(cache):
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_new_folders_link_the_debs_and_no_lock(tmp_path):
-    shared = tmp_path / "apt-archives" / "bookworm"
-    (shared / "partial").mkdir(parents=True)
-    (shared / "nginx_1.22.1-9_amd64.deb").write_bytes(b"deb")
-    (shared / "lock").write_bytes(b"")
+def test_new_folders_link_the_debs_of_their_suite_and_no_lock(tmp_path):
+    debs = {"bookworm": "nginx_1.22.1-9_amd64.deb", "trixie": "nginx_1.26.3-3_amd64.deb"}
+    for suite, deb in debs.items():
+        shared = tmp_path / "apt-archives" / suite
+        (shared / "partial").mkdir(parents=True)
+        (shared / deb).write_bytes(suite.encode())
+        (shared / "lock").write_bytes(b"")
     cache_dirs(tmp_path)
-    deb = os.stat(str(shared / "nginx_1.22.1-9_amd64.deb"))
     for name in SCENARIO_DIRS:
+        suite = name.split("-")[0]
         folder = tmp_path / "apt-archives" / name
-        assert os.stat(str(folder / "nginx_1.22.1-9_amd64.deb")).st_ino == deb.st_ino
+        inode = os.stat(str(tmp_path / "apt-archives" / suite / debs[suite])).st_ino
+        assert os.stat(str(folder / debs[suite])).st_ino == inode
+        other = [d for s, d in debs.items() if s != suite][0]
+        assert not (folder / other).exists(), "%s has the other suite's .deb" % name
         assert (folder / "partial").is_dir() and not (folder / "lock").exists()
-    assert os.stat(str(shared / "lock")).st_nlink == 1
+    for suite in debs:
+        assert os.stat(str(tmp_path / "apt-archives" / suite / "lock")).st_nlink == 1
 
 
 def test_a_lock_linked_across_folders_by_an_older_copy_is_removed(tmp_path):

@@ -14,6 +14,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 
+from ansible_collections.llmops.serving.plugins.filter.interpreter_choice import interpreter_choice
 from ansible_collections.llmops.serving.plugins.module_utils import gpu, model, plan
 from test_gpu_facts import LIVE, FakeNVML, read, smi_replay
 from test_h200_live_outputs import CONTEXT_HINT_NOW, CONTEXT_HINT_THEN
@@ -70,7 +71,7 @@ def model_facts(profiles):
     return facts
 
 
-def summary(tp=2, max_model_len=32768, fraction=0.9, concurrency=256, gpus=None):
+def summary(tp=2, max_model_len=32768, fraction=0.9, concurrency=256, gpus=None, interpreter=None):
     """The summary lines for one serving spec, every fact gathered as the role gathers it."""
     profiles = stack_profiles()
     gpus = gpus or gpu_facts()
@@ -109,6 +110,8 @@ def summary(tp=2, max_model_len=32768, fraction=0.9, concurrency=256, gpus=None)
         "__preflight_host": {"summary": [HOST_LINE], "problems": [], "fatal": []},
         "__preflight_plan": plan_result,
     }
+    if interpreter is not None:
+        variables["python_env_interpreter_choice"] = interpreter
     with open(os.path.join(ROLE, "tasks", "report.yml")) as handle:
         expression = yaml.safe_load(handle)[0]["ansible.builtin.debug"]["msg"]
     templar = Templar(loader=DataLoader(), variables=variables)
@@ -137,6 +140,22 @@ def recorded_summaries():
         start = body.index("{", body.index("Print the preflight summary"))
         runs[heading] = decoder.raw_decode(body[start:])[0]["msg"]
     return runs
+
+
+def test_the_interpreter_choice_is_the_second_line(collection_loader):
+    # the H200 host of the recordings: Ubuntu 24.04, whose python3.12 is cuda13.0's Python
+    choice = interpreter_choice({"python": "3.12", "os_family": "Debian", "distribution": "Ubuntu",
+                                 "major_version": "24", "present": "Python 3.12.3", "builds": {}, "mirror": ""})
+    lines = summary(tp=1, interpreter=choice)
+    assert lines[1] == "Python 3.12: python3.12 from Ubuntu 24.04's packages (python3.12, python3.12-venv)"
+    assert lines[2].startswith("GPUs: driver 580.159.04")
+    refused = interpreter_choice({"python": "3.12", "mode": "system", "os_family": "Debian", "distribution": "Debian",
+                                  "major_version": "13", "builds": {}, "mirror": "", "profile_name": "cuda13.0"})
+    assert summary(tp=1, interpreter=refused)[1] == "Python 3.12: no source fits (below)"
+    # and report.yml stops on it, naming the options
+    with open(os.path.join(ROLE, "tasks", "report.yml")) as handle:
+        stops = [t for t in yaml.safe_load(handle) if "python_env_interpreter_choice" in json.dumps(t)]
+    assert len(stops) == 1 and "needs Python 3.12" in refused["error"]
 
 
 def test_tp2_summary_names_gpus_driver_kv_tokens_and_concurrency(collection_loader):
