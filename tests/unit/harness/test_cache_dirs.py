@@ -26,7 +26,7 @@ def test_new_folders_link_the_debs_of_their_suite_and_no_lock(tmp_path):
         (shared / "lock").write_bytes(b"")
     cache_dirs(tmp_path)
     for name in SCENARIO_DIRS:
-        suite = name.split("-")[0]
+        suite = name.split("-", maxsplit=1)[0]
         folder = tmp_path / "apt-archives" / name
         inode = os.stat(str(tmp_path / "apt-archives" / suite / debs[suite])).st_ino
         assert os.stat(str(folder / debs[suite])).st_ino == inode
