@@ -173,7 +173,7 @@ unit: tools engine-venv sglang-venv  ## pytest unit tests of module_utils, modul
 
 # Each scenario's hosts keep their .debs in a folder of their own: apt locks the archive
 # folder, and scenarios that run at the same time (SCENARIOS_BESIDE) would fail on each other's
-# lock. A new folder starts as hard links to the shared one's .debs, never to its lock file: apt
+# lock. A new folder (<suite>-<scenario>) starts as hard links to its suite's shared .debs, never to its lock file: apt
 # locks the file's inode, so a linked lock would be one lock for every folder again (a lock with
 # more than one link, left by an older copy, is removed; apt makes a new one).
 APT_ARCHIVES := trixie-default bookworm-offline trixie-offline bookworm-nvidia bookworm-fleet

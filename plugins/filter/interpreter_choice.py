@@ -12,8 +12,9 @@ version_added: 0.1.0
 author: llmops.serving maintainers (@llmops)
 description:
   - Picks the interpreter source for one host, in this order under C(auto) -
-    C(system) (the host has C(pythonX.Y)), C(os-package) (its OS's repositories carry it), C(standalone)
-    (a checksum-pinned python-build-standalone archive from a mirror or the wheelhouse).
+    C(os-package) (its OS's repositories carry it, installed or not), C(system) (the host has C(pythonX.Y)
+    although its OS packages none), C(standalone) (a checksum-pinned python-build-standalone archive
+    from a mirror or the wheelhouse).
   - Never fails; a host that no source fits gets C(error), which names the variables to change.
 positional: _input
 options:

@@ -136,7 +136,9 @@ def resolve(python, mode="auto", key=None, present="", arch="x86_64", builds=Non
                   "summary": "standalone CPython %s (%s) from %s" % (build["version"], build["release"], mirror or "the wheelhouse")}
     if choice is None:
         reasons = []
-        if not present:
+        if "system" not in allowed:
+            reasons.append("stack profile '%s' leaves the host's own python%s out" % (profile_name, python))
+        elif not present:
             reasons.append("%s has no python%s" % (host or "the host", python))
         if not packages and mode != "standalone":
             reasons.append("%s's packages do not provide it" % os_name)
