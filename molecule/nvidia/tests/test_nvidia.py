@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """nvidia scenario: the state the nvidia_driver and cuda_toolkit roles leave, and their bad inputs.
 
-llmops-nvidia-1: Debian 13 with Debian's real packages. llmops-nvidia-2: Debian 12 through the NVIDIA
+llmops-nvidia-1: Debian 13 with Debian's real packages. llmops-nvidia-2: an Ubuntu 24.04 stand-in (Debian 12 underneath) through the NVIDIA
 repository path against a local stand-in repository (tests/fixtures/nvidia_repo).
 """
 import fnmatch
@@ -24,7 +24,7 @@ REPO_VARS = {
     "cuda_toolkit_enabled": True,
     "nvidia_driver_source": "nvidia_repo",
     "nvidia_driver_repo_url": "http://127.0.0.1:8765",
-    "nvidia_driver_repo_key_url": "http://127.0.0.1:8765/debian12/x86_64/llmops-test.pub",
+    "nvidia_driver_repo_key_url": "http://127.0.0.1:8765/ubuntu2404/x86_64/llmops-test.pub",
     "nvidia_driver_fabricmanager": True,
     "nvidia_driver_dcgm": True,
     "cuda_toolkit_probe": False,
@@ -124,7 +124,7 @@ def test_real_nvcc_124_compiles_and_links_the_probe_for_sm90(host):
 @pytest.mark.on_host(REPO)
 def test_repo_source_is_signed_and_points_at_the_mirror(host):
     src = host.file("/etc/apt/sources.list.d/llmops-nvidia-cuda.sources").content_string
-    assert "URIs: http://127.0.0.1:8765/debian12/x86_64/" in src
+    assert "URIs: http://127.0.0.1:8765/ubuntu2404/x86_64/" in src
     assert "Signed-By: /etc/apt/keyrings/llmops-nvidia-cuda.asc" in src
     assert host.file("/etc/apt/keyrings/llmops-nvidia-cuda.asc").content_string.startswith(
         "-----BEGIN PGP PUBLIC KEY BLOCK-----")
@@ -133,7 +133,7 @@ def test_repo_source_is_signed_and_points_at_the_mirror(host):
 @pytest.mark.on_host(REPO)
 def test_repo_key_trusted_is_the_served_one(host):
     # the role wrote the text it checked against the stand-in key's fingerprint, byte for byte
-    served = host.file("/srv/nvidia-repo/debian12/x86_64/llmops-test.pub").content_string
+    served = host.file("/srv/nvidia-repo/ubuntu2404/x86_64/llmops-test.pub").content_string
     assert host.file("/etc/apt/keyrings/llmops-nvidia-cuda.asc").content_string == served
 
 
@@ -168,7 +168,7 @@ def test_repo_dcgm_and_toolkit(host):
 # ------------------------------------------------------------------ bad inputs (llmops-nvidia-2)
 def stand_in_key_fingerprint():
     """The fingerprint of the stand-in repository's key, which prepare.yml's build.py made and wrote."""
-    path = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "nvidia_repo", "debian12", "x86_64",
+    path = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "nvidia_repo", "ubuntu2404", "x86_64",
                         "llmops-test.fingerprint")
     with open(path) as f:
         return f.read().strip()
@@ -195,7 +195,7 @@ def snapshot(host):
     # a profile without a minimum (cpu), a CUDA line the branch cannot run: the toolkit role's check
     ({"nvidia_driver_branch": 535, "serving_stack": "cpu"}, "Driver branch 535 (nvidia_driver_branch) is too old for CUDA 12.4"),
     ({"nvidia_driver_repo_url": "http://127.0.0.1:9/mirror"},
-     "NVIDIA's repository http://127.0.0.1:9/mirror/debian12/x86_64 is unreachable"),
+     "NVIDIA's repository http://127.0.0.1:9/mirror/ubuntu2404/x86_64 is unreachable"),
     # a key other than the one the inventory names is never trusted (nor written to /etc/apt/keyrings)
     ({"nvidia_driver_repo_key_fingerprint": "0" * 40},
      "and nvidia_driver_repo_key_fingerprint is %s. The file must hold exactly that one key." % ("0" * 40)),
@@ -216,3 +216,33 @@ def test_bad_input_fails_before_any_change(host, extra, message):
     # the validate play failed: the roles' play never started
     assert "Install the NVIDIA driver and the CUDA toolkit" not in out
     assert snapshot(host) == before
+
+
+INTERPRETER_CHOICE = """- hosts: all
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.python_env, tasks_from: interpreter_facts.yml}
+    - ansible.builtin.debug:
+        msg: >-
+          FACTS {{ ansible_facts.distribution }} {{ ansible_facts.distribution_version }}
+          CHOICE {{ python_env_interpreter_choice.summary | default(python_env_interpreter_choice.error) }}
+"""
+
+
+@pytest.mark.parametrize("stack, choice", [
+    # Ubuntu 24.04 packages no 3.11: the host's own (Debian 12's python3.11 underneath) is taken
+    ("cpu", "CHOICE the host's own python 3.11"),
+    # 3.12 is Ubuntu 24.04's own package
+    ("cuda12.8", "CHOICE python3.12 from Ubuntu 24.04's packages (python3.12, python3.12-venv)"),
+])
+@pytest.mark.on_host(REPO)
+def test_ubuntu_host_gets_each_profiles_python_from_its_source(host, stack, choice, tmp_path):
+    play = tmp_path / "choice.yml"
+    play.write_text(INTERPRETER_CHOICE)
+    spec = {"serving_stack": stack, "serving_model": REPO_VARS["serving_model"], "serving_allow_synthetic": True}
+    res = subprocess.run(["ansible-playbook", "-i", REPO + ",", "-c", "llmops_podman", str(play), "-e", json.dumps(spec)],
+                         capture_output=True, text=True, timeout=300, check=False)
+    out = " ".join((res.stdout + res.stderr).split())
+    assert res.returncode == 0, out[-3000:]
+    assert "FACTS Ubuntu 24.04" in out, out[-2000:]
+    assert choice in out, out[-2000:]

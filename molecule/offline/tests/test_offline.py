@@ -120,35 +120,70 @@ def _play_on_el9(play):
     return res.returncode, " ".join((res.stdout + res.stderr).split())
 
 
-def test_rhel_host_is_named_by_the_roles_without_a_rhel_path_and_in_the_preflight_choice():
+def test_rhel_host_refusals_name_the_fix_before_any_change():
+    """The preflight choice; the gateway's SELinux check where the role may not change the policy (the
+    stand-in plays Enforcing with httpd_can_network_connect off and no semanage yet); a firewalld zone
+    that does not exist; the monitoring role, which has no RHEL path. Nothing is installed by any."""
     rc, out = _play_on_el9("""- hosts: %s
   gather_facts: true
   tasks:
     - ansible.builtin.include_role: {name: llmops.serving.python_env, tasks_from: interpreter_facts.yml}
     - ansible.builtin.debug: {msg: "CHOICE {{ python_env_interpreter_choice.summary }}"}
     - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
+      vars: {gateway_selinux_manage: false}
 """)
     assert "CHOICE python3.11 from RHEL 9 family's packages (python3.11)" in out, out[-2000:]
-    assert rc != 0 and "runs Rocky 9 (RedHat family): the gateway role installs nginx" in out, out[-2000:]
-    assert "--skip-tags gateway" in out
+    assert rc != 0 and "SELinux is Enforcing on" in out, out[-2000:]
+    assert "refused: httpd_can_network_connect, semanage" in out, out[-2000:]
+    assert "setsebool -P httpd_can_network_connect on" in out and "install policycoreutils-python-utils" in out
+    assert "gateway_selinux_manage" in out
+    rc, out = _play_on_el9("""- hosts: %s
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
+      vars: {gateway_firewalld_zone: pubic}
+""")
+    assert rc != 0 and 'gateway_firewalld_zone "pubic" is not a firewalld zone' in out, out[-2000:]
+    assert re.search(r"\(.*\bpublic\b.*\): name one of them", out), out[-2000:]
     rc, out = _play_on_el9("""- hosts: %s
   gather_facts: true
   tasks:
     - ansible.builtin.include_role: {name: llmops.serving.monitoring, tasks_from: validate.yml}
 """)
     assert rc != 0 and "the monitoring role installs Prometheus" in out, out[-2000:]
+    assert EL9.run("rpm -q nginx").rc != 0, "a refusal left nginx installed"
+    assert "httpd_can_network_connect --> off" in EL9.check_output("getsebool httpd_can_network_connect")
 
 
-def test_site_yml_serves_on_the_rhel_host_with_the_apt_only_roles_skipped():
+GATEWAY_KEY = "molecule-el9-client-key-0123456789"
+CHAT_THROUGH_GATEWAY = """
+import json, ssl, sys, urllib.error, urllib.request
+ctx = ssl.create_default_context(cafile="/etc/nginx/llmops/gateway.crt")
+ctx.check_hostname = False
+body = json.dumps({"model": sys.argv[1], "max_tokens": 8,
+                   "messages": [{"role": "user", "content": "Say hello."}]}).encode()
+for key in ("", sys.argv[2]):
+    req = urllib.request.Request("https://127.0.0.1:8443/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=300) as r:
+            print(r.status, json.load(r)["choices"][0]["finish_reason"])
+    except urllib.error.HTTPError as e:
+        print(e.code)
+"""
+
+
+def test_site_yml_serves_through_the_gateway_on_the_rhel_host():
     """The whole flow on the RHEL path, offline: preflight, the venv on AppStream's python3.11, the
-    synthetic model, the tokenizer, the engine unit rolled out and proven by a real generation, and
-    validate at the end; the gateway and monitoring roles (apt only) skipped by their tags, as their
-    refusal says. The unit serves afterwards."""
+    synthetic model, the tokenizer, the engine unit rolled out and proven by a real generation, the
+    gateway (nginx and njs from the nginx.org stand-in, SELinux's boolean and firewalld's port set by
+    the role) and validate at the end; monitoring (no RHEL path) skipped by its tag, as its refusal
+    says. A chat completion then goes through the gateway's TLS and key check."""
     name = "llmops-offline-el9" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
-    keys = {"gateway_api_keys": [{"name": "el9-client", "key": "molecule-el9-client-key-0123456789"}]}
+    keys = {"gateway_api_keys": [{"name": "el9-client", "key": GATEWAY_KEY}]}
     res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
                           os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
-                          "--limit", name, "--skip-tags", "gateway,monitoring", "-e", json.dumps(keys)],
+                          "--limit", name, "--skip-tags", "monitoring", "-e", json.dumps(keys)],
                          capture_output=True, text=True, timeout=1500, check=False,
                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     out = res.stdout + res.stderr
@@ -159,3 +194,53 @@ def test_site_yml_serves_on_the_rhel_host_with_the_apt_only_roles_skipped():
     assert EL9.service("llmops-vllm.service").is_running
     # validate's summary at the end of site.yml: the generation answered, the KV figures matched the cap
     assert re.search(r"kv_tokens \d+ vs \d+", said), said[-3000:]
+    # nginx.org's packages (the stand-in repository the role added), the njs module loaded by the role,
+    # workers as nginx.org's user, the distribution's port-80 site gone
+    assert EL9.check_output("rpm -qf /usr/sbin/nginx").startswith("nginx-1.")
+    assert EL9.check_output("rpm -q nginx-module-njs").startswith("nginx-module-njs-")
+    assert "baseurl = file:///srv/nginx-org-repo/" in EL9.file("/etc/yum.repos.d/llmops-nginx.repo").content_string
+    assert EL9.file("/etc/nginx/nginx.conf").content_string.startswith(
+        "load_module /usr/lib64/nginx/modules/ngx_http_js_module.so;\n")
+    assert not EL9.file("/etc/nginx/conf.d/default.conf").exists
+    assert EL9.service("nginx.service").is_running
+    assert "nginx" in EL9.check_output("ps -o user= -C nginx").split()
+    # what the role set: the boolean (persistent), semanage installed; 8443 already carries http_port_t
+    assert "httpd_can_network_connect --> on" in EL9.check_output("getsebool httpd_can_network_connect")
+    assert EL9.check_output("rpm -q policycoreutils-python-utils").startswith("policycoreutils-python-utils-")
+    assert EL9.check_output("firewall-cmd --state") == "running"
+    for view in ("--permanent", ""):
+        assert EL9.check_output("firewall-cmd %s --query-port=8443/tcp" % view) == "yes", view
+    # the rule is in the kernel's ruleset (read with firewalld's own nftables binding; no nft CLI there)
+    ruleset = EL9.check_output("python3 -c %s" % shlex.quote(
+        "import nftables; n = nftables.Nftables(); print(n.cmd('list ruleset')[1])"))
+    assert re.search(r"tcp dport 8443 .*accept", ruleset), ruleset[-2000:]
+    # through the gateway: no key is refused, the client's key gets an answer from the engine
+    # the model the shared Molecule config serves
+    with open(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".config", "molecule", "config.yml")) as f:
+        model = yaml.safe_load(f)["provisioner"]["inventory"]["group_vars"]["all"]["serving_model"]["name"]
+    client = " ".join(shlex.quote(part) for part in (CHAT_THROUGH_GATEWAY, model, GATEWAY_KEY))
+    answers = EL9.check_output("python3 -c " + client).splitlines()
+    assert answers[0] == "401", answers
+    assert answers[1] in ("200 length", "200 stop"), answers
+
+
+def test_rhel_gateway_is_idempotent_and_names_an_unlabelled_port():
+    """The gateway's second run changes nothing (repository, packages, load_module, SELinux, firewalld);
+    a new port outside http_port_t, where the role may not label it, is named with its semanage command."""
+    name = "llmops-offline-el9" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
+    keys = {"gateway_api_keys": [{"name": "el9-client", "key": GATEWAY_KEY}]}
+    res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
+                          os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
+                          "--limit", name, "--tags", "gateway", "-e", json.dumps(keys)],
+                         capture_output=True, text=True, timeout=600, check=False,
+                         env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    out = res.stdout + res.stderr
+    assert re.search(r"^%s\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0" % re.escape(name), out, re.M), out[-3000:]
+    rc, out = _play_on_el9("""- hosts: %s
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
+      vars: {gateway_selinux_manage: false, gateway_listen: "0.0.0.0:9443"}
+""")
+    assert rc != 0 and "refused: 9443/tcp as http_port_t" in out, out[-2000:]
+    assert "semanage port -a -t http_port_t -p tcp 9443" in out
