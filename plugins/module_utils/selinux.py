@@ -47,6 +47,16 @@ def port_types(semanage_port_list, proto, port):
     return found
 
 
+def port_defined(semanage_port_list, proto, port):
+    """True when PORT/PROTO is a record of its own (not inside a range): semanage then modifies it (-m)
+    rather than adds it (-a), which it refuses as "already defined"."""
+    for line in (semanage_port_list or "").splitlines():
+        fields = line.split(None, 2)
+        if len(fields) == 3 and fields[1] == proto and str(int(port)) in [i.strip() for i in fields[2].split(",")]:
+            return True
+    return False
+
+
 def needs(params):
     """What is missing, each as {name, argv, fix}: the booleans that must be on and the ports that must carry a type.
 
@@ -68,7 +78,8 @@ def needs(params):
                             "fix": "install %s so that the port labels can be read and set" % SEMANAGE_PACKAGE})
             break
         if want["type"] not in port_types(listing, want.get("proto", "tcp"), want["port"]):
-            argv = ["semanage", "port", "-a", "-t", want["type"], "-p", want.get("proto", "tcp"), str(want["port"])]
+            verb = "-m" if port_defined(listing, want.get("proto", "tcp"), want["port"]) else "-a"
+            argv = ["semanage", "port", verb, "-t", want["type"], "-p", want.get("proto", "tcp"), str(want["port"])]
             missing.append({"name": "%s/%s as %s" % (want["port"], want.get("proto", "tcp"), want["type"]),
                             "argv": argv, "fix": " ".join(argv)})
     return missing

@@ -123,7 +123,7 @@ def _play_on_el9(play):
 def test_rhel_host_refusals_name_the_fix_before_any_change():
     """The preflight choice; the gateway's SELinux check where the role may not change the policy (the
     stand-in plays Enforcing with httpd_can_network_connect off and no semanage yet); a firewalld zone
-    that does not exist; the monitoring role, which has no RHEL path. Nothing is installed by any."""
+    that does not exist; the monitoring release path's mirror and versions. Nothing is installed by any."""
     rc, out = _play_on_el9("""- hosts: %s
   gather_facts: true
   tasks:
@@ -145,12 +145,23 @@ def test_rhel_host_refusals_name_the_fix_before_any_change():
 """)
     assert rc != 0 and 'gateway_firewalld_zone "pubic" is not a firewalld zone' in out, out[-2000:]
     assert re.search(r"\(.*\bpublic\b.*\): name one of them", out), out[-2000:]
+    # the release path's origin: a mirror without the release, and a version that is not one
     rc, out = _play_on_el9("""- hosts: %s
   gather_facts: true
   tasks:
     - ansible.builtin.include_role: {name: llmops.serving.monitoring, tasks_from: validate.yml}
+      vars: {monitoring_release_mirror: "http://127.0.0.1:9/mirror"}
 """)
-    assert rc != 0 and "the monitoring role installs Prometheus" in out, out[-2000:]
+    assert rc != 0 and "monitoring_release_mirror http://127.0.0.1:9/mirror does not serve" in out, out[-2000:]
+    assert "/releases/download/v<version>/" in out
+    rc, out = _play_on_el9("""- hosts: %s
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.monitoring, tasks_from: validate.yml}
+      vars: {monitoring_prometheus_version: "2.53"}
+""")
+    assert rc != 0 and 'versions such as 2.53.3 (got "2.53"' in out, out[-2000:]
+    assert not EL9.file("/usr/local/bin/prometheus").exists, "a refusal installed Prometheus"
     assert EL9.run("rpm -q nginx").rc != 0, "a refusal left nginx installed"
     assert "httpd_can_network_connect --> off" in EL9.check_output("getsebool httpd_can_network_connect")
 
@@ -174,16 +185,17 @@ for key in ("", sys.argv[2]):
 
 
 def test_site_yml_serves_through_the_gateway_on_the_rhel_host():
-    """The whole flow on the RHEL path, offline: preflight, the venv on AppStream's python3.11, the
-    synthetic model, the tokenizer, the engine unit rolled out and proven by a real generation, the
+    """The whole of site.yml on the RHEL path, offline: preflight, the venv on AppStream's python3.11,
+    the synthetic model, the tokenizer, the engine unit rolled out and proven by a real generation, the
     gateway (nginx and njs from the nginx.org stand-in, SELinux's boolean and firewalld's port set by
-    the role) and validate at the end; monitoring (no RHEL path) skipped by its tag, as its refusal
-    says. A chat completion then goes through the gateway's TLS and key check."""
+    the role), monitoring (Prometheus and Alertmanager from the stand-in of their release downloads)
+    and validate at the end. A chat completion then goes through the gateway's TLS and key check, and
+    Prometheus scrapes the engine."""
     name = "llmops-offline-el9" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
     keys = {"gateway_api_keys": [{"name": "el9-client", "key": GATEWAY_KEY}]}
     res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
                           os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
-                          "--limit", name, "--skip-tags", "monitoring", "-e", json.dumps(keys)],
+                          "--limit", name, "-e", json.dumps(keys)],
                          capture_output=True, text=True, timeout=1500, check=False,
                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     out = res.stdout + res.stderr
@@ -195,13 +207,15 @@ def test_site_yml_serves_through_the_gateway_on_the_rhel_host():
     # validate's summary at the end of site.yml: the generation answered, the KV figures matched the cap
     assert re.search(r"kv_tokens \d+ vs \d+", said), said[-3000:]
     # nginx.org's packages (the stand-in repository the role added), the njs module loaded by the role,
-    # workers as nginx.org's user, the distribution's port-80 site gone
+    # workers as nginx.org's user, the distribution's port-80 site off
     assert EL9.check_output("rpm -qf /usr/sbin/nginx").startswith("nginx-1.")
     assert EL9.check_output("rpm -q nginx-module-njs").startswith("nginx-module-njs-")
     assert "baseurl = file:///srv/nginx-org-repo/" in EL9.file("/etc/yum.repos.d/llmops-nginx.repo").content_string
     assert EL9.file("/etc/nginx/nginx.conf").content_string.startswith(
         "load_module /usr/lib64/nginx/modules/ngx_http_js_module.so;\n")
-    assert not EL9.file("/etc/nginx/conf.d/default.conf").exists
+    # emptied, not deleted (an upgrade would bring a deleted %config file back)
+    assert "listen" not in EL9.file("/etc/nginx/conf.d/default.conf").content_string
+    assert "0.0.0.0:80 " not in EL9.check_output("ss -Hltn")
     assert EL9.service("nginx.service").is_running
     assert "nginx" in EL9.check_output("ps -o user= -C nginx").split()
     # what the role set: the boolean (persistent), semanage installed; 8443 already carries http_port_t
@@ -222,16 +236,45 @@ def test_site_yml_serves_through_the_gateway_on_the_rhel_host():
     answers = EL9.check_output("python3 -c " + client).splitlines()
     assert answers[0] == "401", answers
     assert answers[1] in ("200 length", "200 stop"), answers
+    # monitoring: the release binaries the role checked and linked, both daemons up as prometheus
+    assert EL9.file("/usr/local/bin/prometheus").linked_to.startswith("/opt/llmops/monitoring/prometheus-")
+    assert EL9.file("/usr/local/bin/amtool").linked_to.startswith("/opt/llmops/monitoring/alertmanager-")
+    for unit in ("prometheus.service", "prometheus-alertmanager.service"):
+        assert EL9.service(unit).is_running, unit
+        assert EL9.check_output("systemctl show -p User --value %s" % unit) == "prometheus"
+    targets = _prometheus_until_engine_up()
+    assert targets["llmops-engine"] == "up", targets
+    rules = json.loads(EL9.check_output("python3 -c %s" % shlex.quote(
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9090/api/v1/rules').read().decode())")))
+    assert "llmops-engine" in [g["name"] for g in rules["data"]["groups"]], rules
+
+
+PROMETHEUS_TARGETS = """
+import json, time, urllib.request
+for _ in range(40):
+    data = json.load(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
+    health = dict((t["labels"]["job"], t["health"]) for t in data)
+    if health.get("llmops-engine") == "up":
+        break
+    time.sleep(3)
+print(json.dumps(health))
+"""
+
+
+def _prometheus_until_engine_up():
+    """{job: health} of Prometheus' targets, once the engine's is up or after two minutes."""
+    return json.loads(EL9.check_output("python3 -c %s" % shlex.quote(PROMETHEUS_TARGETS)))
 
 
 def test_rhel_gateway_is_idempotent_and_names_an_unlabelled_port():
-    """The gateway's second run changes nothing (repository, packages, load_module, SELinux, firewalld);
+    """The gateway's and monitoring's second run changes nothing (repository, packages, load_module,
+    SELinux, firewalld; archives, links, units);
     a new port outside http_port_t, where the role may not label it, is named with its semanage command."""
     name = "llmops-offline-el9" + os.environ.get("LLMOPS_HOST_SUFFIX", "")
     keys = {"gateway_api_keys": [{"name": "el9-client", "key": GATEWAY_KEY}]}
     res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
                           os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
-                          "--limit", name, "--tags", "gateway", "-e", json.dumps(keys)],
+                          "--limit", name, "--tags", "gateway,monitoring", "-e", json.dumps(keys)],
                          capture_output=True, text=True, timeout=600, check=False,
                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     out = res.stdout + res.stderr
@@ -244,3 +287,11 @@ def test_rhel_gateway_is_idempotent_and_names_an_unlabelled_port():
 """)
     assert rc != 0 and "refused: 9443/tcp as http_port_t" in out, out[-2000:]
     assert "semanage port -a -t http_port_t -p tcp 9443" in out
+    # a port the policy already gives another type is modified, not added (semanage refuses -a there)
+    rc, out = _play_on_el9("""- hosts: %s
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
+      vars: {gateway_selinux_manage: false, gateway_listen: "0.0.0.0:9433"}
+""")
+    assert rc != 0 and "semanage port -m -t http_port_t -p tcp 9433" in out, out[-2000:]

@@ -2,7 +2,7 @@
 import pytest
 
 from ansible_collections.llmops.serving.plugins.filter.selinux_needs import FilterModule
-from ansible_collections.llmops.serving.plugins.module_utils.selinux import boolean_on, mode, needs, port_types
+from ansible_collections.llmops.serving.plugins.module_utils.selinux import boolean_on, mode, needs, port_defined, port_types
 
 # The layout of `semanage port -l` (a header, then type, protocol and a comma list with ranges).
 SEMANAGE = """SELinux Port Type              Proto    Port Number
@@ -59,9 +59,18 @@ def test_a_port_outside_http_port_t_is_named_with_the_semanage_command():
                          ports=[{"port": 9443, "proto": "tcp", "type": "http_port_t"}]))
     assert [m["fix"] for m in missing] == ["semanage port -a -t http_port_t -p tcp 9443"]
     assert missing[0]["name"] == "9443/tcp as http_port_t"
-    # a port that carries another type is not http_port_t either
+    # a port the policy gives another type of its own is modified (-a would be "already defined");
+    # one inside another type's range gets a record of its own (-a)
     missing = needs(dict(NGINX, getenforce="Enforcing", booleans={}, ports=[{"port": 8000, "type": "http_port_t"}]))
-    assert [m["argv"][-1] for m in missing] == ["8000"]
+    assert [m["fix"] for m in missing] == ["semanage port -m -t http_port_t -p tcp 8000"]
+    missing = needs(dict(NGINX, getenforce="Enforcing", booleans={}, ports=[{"port": 10005, "type": "http_port_t"}]))
+    assert [m["fix"] for m in missing] == ["semanage port -a -t http_port_t -p tcp 10005"]
+
+
+@pytest.mark.parametrize("port, proto, want", [(8000, "tcp", True), (8443, "tcp", True), (10005, "tcp", False),
+                                               (3130, "udp", True), (3130, "tcp", False), (9443, "tcp", False)])
+def test_port_defined_is_an_exact_record_not_a_range(port, proto, want):
+    assert port_defined(SEMANAGE, proto, port) is want
 
 
 def test_missing_semanage_is_named_once_with_its_package():
