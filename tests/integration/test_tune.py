@@ -41,8 +41,11 @@ LOAD = {
     "tune_request_timeout_s": 60,
     "tune_restart_s": 300,
 }
-# The bound sits between the two candidates' TTFT P99 at 16 req/s, a factor of 3 from each.
-SLA = [{"metric": "ttft", "percentile": 99, "bound_ms": 600}]
+# The bound sits between the two candidates' TTFT P99 at 16 req/s. On 2-core machines the current
+# settings measured 200-714 ms there (714 on a run where the whole machine was half as fast), one at
+# a time several seconds; with 12-32 requests a phase, P99 is nearly the slowest request, so the bound
+# keeps room above the current settings.
+SLA = [{"metric": "ttft", "percentile": 99, "bound_ms": 900}]
 
 
 def tune(report_dir, extra, *args):
