@@ -120,6 +120,16 @@ def _play_on_el9(play):
     return res.returncode, " ".join((res.stdout + res.stderr).split())
 
 
+def _validate_on_el9(role, **variables):
+    """A role's read-only checks on the RHEL host with some variables set: (rc, output in one line)."""
+    return _play_on_el9("""- hosts: %%s
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role: {name: llmops.serving.%s, tasks_from: validate.yml}
+      vars: %s
+""" % (role, json.dumps(variables)))
+
+
 def test_rhel_host_refusals_name_the_fix_before_any_change():
     """The preflight choice; the gateway's SELinux check where the role may not change the policy (the
     stand-in plays Enforcing with httpd_can_network_connect off and no semanage yet); a firewalld zone
@@ -137,29 +147,14 @@ def test_rhel_host_refusals_name_the_fix_before_any_change():
     assert "refused: httpd_can_network_connect, semanage" in out, out[-2000:]
     assert "setsebool -P httpd_can_network_connect on" in out and "install policycoreutils-python-utils" in out
     assert "gateway_selinux_manage" in out
-    rc, out = _play_on_el9("""- hosts: %s
-  gather_facts: true
-  tasks:
-    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
-      vars: {gateway_firewalld_zone: pubic}
-""")
+    rc, out = _validate_on_el9("gateway", gateway_firewalld_zone="pubic")
     assert rc != 0 and 'gateway_firewalld_zone "pubic" is not a firewalld zone' in out, out[-2000:]
     assert re.search(r"\(.*\bpublic\b.*\): name one of them", out), out[-2000:]
     # the release path's origin: a mirror without the release, and a version that is not one
-    rc, out = _play_on_el9("""- hosts: %s
-  gather_facts: true
-  tasks:
-    - ansible.builtin.include_role: {name: llmops.serving.monitoring, tasks_from: validate.yml}
-      vars: {monitoring_release_mirror: "http://127.0.0.1:9/mirror"}
-""")
+    rc, out = _validate_on_el9("monitoring", monitoring_release_mirror="http://127.0.0.1:9/mirror")
     assert rc != 0 and "monitoring_release_mirror http://127.0.0.1:9/mirror does not serve" in out, out[-2000:]
     assert "/releases/download/v<version>/" in out
-    rc, out = _play_on_el9("""- hosts: %s
-  gather_facts: true
-  tasks:
-    - ansible.builtin.include_role: {name: llmops.serving.monitoring, tasks_from: validate.yml}
-      vars: {monitoring_prometheus_version: "2.53"}
-""")
+    rc, out = _validate_on_el9("monitoring", monitoring_prometheus_version="2.53")
     assert rc != 0 and 'versions such as 2.53.3 (got "2.53"' in out, out[-2000:]
     assert not EL9.file("/usr/local/bin/prometheus").exists, "a refusal installed Prometheus"
     assert EL9.run("rpm -q nginx").rc != 0, "a refusal left nginx installed"
@@ -279,19 +274,9 @@ def test_rhel_gateway_is_idempotent_and_names_an_unlabelled_port():
                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     out = res.stdout + res.stderr
     assert re.search(r"^%s\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0" % re.escape(name), out, re.M), out[-3000:]
-    rc, out = _play_on_el9("""- hosts: %s
-  gather_facts: true
-  tasks:
-    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
-      vars: {gateway_selinux_manage: false, gateway_listen: "0.0.0.0:9443"}
-""")
+    rc, out = _validate_on_el9("gateway", gateway_selinux_manage=False, gateway_listen="0.0.0.0:9443")
     assert rc != 0 and "refused: 9443/tcp as http_port_t" in out, out[-2000:]
     assert "semanage port -a -t http_port_t -p tcp 9443" in out
     # a port the policy already gives another type is modified, not added (semanage refuses -a there)
-    rc, out = _play_on_el9("""- hosts: %s
-  gather_facts: true
-  tasks:
-    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
-      vars: {gateway_selinux_manage: false, gateway_listen: "0.0.0.0:9433"}
-""")
+    rc, out = _validate_on_el9("gateway", gateway_selinux_manage=False, gateway_listen="0.0.0.0:9433")
     assert rc != 0 and "semanage port -m -t http_port_t -p tcp 9433" in out, out[-2000:]
