@@ -44,6 +44,8 @@ SPEC_VARIABLES = {
     "host": "serving_listen",
     "port": "serving_listen",
     "tensor_parallel": "serving_tensor_parallel",
+    "pipeline_parallel": "serving_pipeline_parallel",
+    "nodes": "serving_instances",
     "max_model_len": "serving_max_model_len",
     "gpu_memory_fraction": "serving_gpu_memory_fraction",
     "max_concurrency": "serving_max_concurrency",
@@ -78,6 +80,8 @@ SPEC_DEFAULTS = {
     "host": None,
     "port": None,
     "tensor_parallel": 1,
+    "pipeline_parallel": 1,
+    "nodes": None,
     "max_model_len": None,
     "gpu_memory_fraction": None,
     "max_concurrency": None,
@@ -115,6 +119,11 @@ BOOL_SPEC_KEYS = ("enable_prefix_caching", "enable_metrics", "trust_remote_code"
 OPTIONAL_BOOL_SPEC_KEYS = ("enable_chunked_prefill",)
 # Keys whose value (a dict) becomes one JSON flag or several flags: _speculative_pieces, _long_context_pieces.
 DICT_SPEC_KEYS = ("speculative", "long_context", "lora")
+# Keys of the instance's shape, rendered by rules of their own: pipeline_parallel only above 1 (a host
+# of its own keeps its argv), nodes by the version's launcher (NODE_LAUNCHERS).
+TOPOLOGY_SPEC_KEYS = ("pipeline_parallel", "nodes")
+# The keys of `nodes`, this host's place in an instance that spans hosts (serving_instances).
+NODE_KEYS = ("count", "rank", "address", "port", "host_address", "interface")
 
 # ---------------------------------------------------------------------------------------------
 # The translation table. Per engine and spec key, a list of (first engine version, rule); the
@@ -130,6 +139,7 @@ FLAG_TABLE = {
         "host": [((0, 0, 0), "--host")],
         "port": [((0, 0, 0), "--port")],
         "tensor_parallel": [((0, 0, 0), "--tensor-parallel-size")],
+        "pipeline_parallel": [((0, 0, 0), "--pipeline-parallel-size")],
         "max_model_len": [((0, 0, 0), "--max-model-len")],
         "gpu_memory_fraction": [((0, 0, 0), "--gpu-memory-utilization")],
         "max_concurrency": [((0, 0, 0), "--max-num-seqs")],
@@ -180,6 +190,7 @@ FLAG_TABLE = {
         "host": [((0, 0, 0), "--host")],
         "port": [((0, 0, 0), "--port")],
         "tensor_parallel": [((0, 0, 0), "--tp-size")],
+        "pipeline_parallel": [((0, 0, 0), "--pp-size")],
         "max_model_len": [((0, 0, 0), "--context-length")],
         "gpu_memory_fraction": [((0, 0, 0), "--mem-fraction-static")],
         "max_concurrency": [((0, 0, 0), "--max-running-requests")],
@@ -212,6 +223,25 @@ FLAG_TABLE = {
         "long_context": [((0, 0, 0), "--json-model-override-args")],
         "lora": [((0, 0, 0), "--lora-paths")],
     },
+}
+
+# How one instance spans hosts (serving_instances), per engine version: the last row whose
+# version is <= the engine version applies; None: the version has no launcher this collection
+# runs. vLLM's own multiprocessing launcher across nodes (--nnodes, --node-rank, --master-addr,
+# --master-port; --headless on the ranks that serve no API) came with vLLM pull request 23691
+# (0.11.0); before it vLLM spans hosts only on a Ray cluster. SGLang has had --nnodes,
+# --node-rank and --dist-init-addr in every pinned version (0.4.6.post5's --help has them); only
+# rank 0 serves HTTP. Every row is checked against the recorded --help of the pinned versions.
+NODE_LAUNCHERS = {
+    "vllm": [
+        ((0, 0, 0), None),
+        ((0, 11, 0), {"launcher": "vLLM multiprocessing launcher", "count": "--nnodes", "rank": "--node-rank",
+                      "address": "--master-addr", "port": "--master-port", "worker": "--headless"}),
+    ],
+    "sglang": [
+        ((0, 0, 0), {"launcher": "SGLang multi-node launcher", "count": "--nnodes", "rank": "--node-rank",
+                     "address_port": "--dist-init-addr", "worker": None}),
+    ],
 }
 
 # The speculative methods of serving_speculative per engine version, as the engine names them:
@@ -274,6 +304,8 @@ SPEC_OWNED = {
         "served-model-name": "served_model_name",
         "host": "host", "port": "port",
         "tensor-parallel-size": "tensor_parallel", "tp": "tensor_parallel",
+        "pipeline-parallel-size": "pipeline_parallel",
+        "nnodes": "nodes", "node-rank": "nodes", "master-addr": "nodes", "master-port": "nodes", "headless": "nodes",
         "max-model-len": "max_model_len",
         "gpu-memory-utilization": "gpu_memory_fraction",
         "device-memory-utilization": "gpu_memory_fraction",
@@ -309,6 +341,8 @@ SPEC_OWNED = {
         "served-model-name": "served_model_name",
         "host": "host", "port": "port",
         "tp-size": "tensor_parallel", "tensor-parallel-size": "tensor_parallel", "tp": "tensor_parallel",
+        "pp-size": "pipeline_parallel", "pipeline-parallel-size": "pipeline_parallel",
+        "nnodes": "nodes", "node-rank": "nodes", "dist-init-addr": "nodes",
         "context-length": "max_model_len",
         "mem-fraction-static": "gpu_memory_fraction",
         "max-running-requests": "max_concurrency",
@@ -447,6 +481,8 @@ def speculative_methods(engine, engine_version):
 def unsupported_msg(engine, engine_version, key, value=None):
     """Why a set spec key (with `value`, where the version support depends on it) cannot be
     rendered for this version, naming its variable, or None."""
+    if key == "nodes":
+        return node_launcher_problem(engine, engine_version)
     label = REGISTRY[engine]["label"]
     if key == "speculative" and isinstance(value, dict) and value.get("method") is not None:
         methods = speculative_methods(engine, engine_version)
@@ -512,7 +548,7 @@ def normalize_spec(spec):
     for key, value in spec.items():
         if value is not None:
             out[key] = value
-        elif key not in BOOL_SPEC_KEYS + ("tensor_parallel",):
+        elif key not in BOOL_SPEC_KEYS + ("tensor_parallel", "pipeline_parallel"):
             out[key] = None
 
     def bad(key, what):
@@ -528,6 +564,9 @@ def normalize_spec(spec):
         bad("port", "must be a port number 1-65535")
     if not _is_int(out["tensor_parallel"]) or out["tensor_parallel"] < 1:
         bad("tensor_parallel", "must be an integer >= 1")
+    if not _is_int(out["pipeline_parallel"]) or out["pipeline_parallel"] < 1:
+        bad("pipeline_parallel", "must be an integer >= 1")
+    _check_nodes(out["nodes"], out["pipeline_parallel"], bad)
     for key in ("max_model_len", "max_concurrency"):
         if out[key] is not None and (not _is_int(out[key]) or out[key] < 1):
             bad(key, "must be an integer >= 1 or null (engine default)")
@@ -562,6 +601,76 @@ def normalize_spec(spec):
     if any(ch.isspace() for ch in out["served_model_name"]):
         bad("served_model_name", "must not contain whitespace")
     return out
+
+
+def _check_nodes(value, pipeline_parallel, bad):
+    """nodes: null (the instance is this host) or this host's place in an instance of `count`
+    hosts, one pipeline stage each: rank, the rank-0 host's address and port, and optionally this
+    host's own address and the network interface the ranks talk over."""
+    if value is None:
+        if pipeline_parallel > 1:
+            bad("nodes", "must place this host in an instance of %d hosts (serving_pipeline_parallel)"
+                % pipeline_parallel)
+        return
+    if not isinstance(value, dict) or sorted(set(value) - set(NODE_KEYS)):
+        bad("nodes", "must be a dict of %s" % ", ".join(NODE_KEYS))
+    count, rank = value.get("count"), value.get("rank")
+    if not _is_int(count) or count < 2:
+        bad("nodes", "count must be an integer >= 2 (an instance of one host needs no nodes)")
+    if count != pipeline_parallel:
+        bad("nodes", "count (%r) must equal serving_pipeline_parallel (%d): one pipeline stage per host"
+            % (count, pipeline_parallel))
+    if not _is_int(rank) or not 0 <= rank < count:
+        bad("nodes", "rank must be an integer in [0, %d)" % count)
+    if not isinstance(value.get("address"), str) or not value["address"].strip() or " " in value["address"]:
+        bad("nodes", "address must be the rank-0 host's address")
+    if not _is_int(value.get("port")) or not 1 <= value["port"] <= 65535:
+        bad("nodes", "port must be a port number 1-65535")
+    for key in ("host_address", "interface"):
+        if value.get(key) is not None and (not isinstance(value[key], str) or " " in value[key]):
+            bad("nodes", "%s must be a string without spaces or null" % key)
+
+
+def node_launcher(engine, engine_version):
+    """How this engine version spans hosts: a dict of its flags, or None."""
+    return _pick(NODE_LAUNCHERS[engine], parse_version(engine_version))
+
+
+def node_launcher_problem(engine, engine_version):
+    """Why this engine version cannot serve one instance across hosts here, naming the way out,
+    or None."""
+    if node_launcher(engine, engine_version):
+        return None
+    label = REGISTRY[engine]["label"]
+    first = [_dotted(v) for v, rule in NODE_LAUNCHERS[engine] if rule][0]
+    return ("serving_pipeline_parallel: %s %s spans hosts only on a Ray cluster, which this collection does not "
+            "run (its own launcher across hosts came in %s %s); use a stack profile with %s %s or newer, "
+            "or SGLang, or serve the model on one host (serving_pipeline_parallel: 1)" % (
+                label, engine_version, label, first, label, first))
+
+
+def _nodes_pieces(engine, engine_version, nodes):
+    """The argv pieces and environment that place this host in its instance."""
+    launcher = node_launcher(engine, engine_version)
+    if launcher is None:
+        raise EngineArgsError(node_launcher_problem(engine, engine_version))
+    address = nodes["address"]
+    pieces = [[launcher["count"], str(nodes["count"])], [launcher["rank"], str(nodes["rank"])]]
+    if "address_port" in launcher:
+        host = "[%s]" % address if ":" in address else address
+        pieces.append([launcher["address_port"], "%s:%d" % (host, nodes["port"])])
+    else:
+        pieces.extend([[launcher["address"], address], [launcher["port"], str(nodes["port"])]])
+    if nodes["rank"] > 0 and launcher["worker"]:
+        pieces.append([launcher["worker"]])
+    env = {}
+    if nodes.get("interface"):
+        # torch.distributed's CPU groups (gloo) and NCCL bind the interface the hosts share
+        env.update({"GLOO_SOCKET_IFNAME": nodes["interface"], "NCCL_SOCKET_IFNAME": nodes["interface"]})
+    if nodes.get("host_address") and engine == "vllm":
+        # the address the other ranks reach this one at (vLLM guesses it from the default route)
+        env["VLLM_HOST_IP"] = nodes["host_address"]
+    return pieces, env
 
 
 def _check_speculative(value, bad):
@@ -765,6 +874,14 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
     if spec["lora"] is not None:
         for pieces in _lora_pieces(engine, engine_version, spec["lora"]):
             add_spec("lora", pieces)
+    # nothing for a single stage: one host's argv stays what it was before pipelines existed
+    if spec["pipeline_parallel"] > 1:
+        add_spec("pipeline_parallel", [table["pipeline_parallel"], str(spec["pipeline_parallel"])])
+    node_env = {}
+    if spec["nodes"] is not None:
+        node_pieces, node_env = _nodes_pieces(engine, engine_version, spec["nodes"])
+        for pieces in node_pieces:
+            add_spec("nodes", pieces)
     if spec["long_context"] is not None:
         add_spec("long_context", [table["long_context"],
                                   _long_context_json(engine, engine_version, spec["long_context"], spec["model_path"])])
@@ -802,6 +919,7 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         env.update({"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     if engine == "sglang" and "device" in merged and str(merged["device"][0]).lower() == "cpu":
         env["SGLANG_USE_CPU_ENGINE"] = "1"
+    env.update(node_env)
 
     return {
         "engine": engine,

@@ -254,15 +254,50 @@ def reserve_terms(model, tp, batched_tokens, num_seqs, engine="vllm", enforce_ea
                     % (tokens, rows)}
 
 
-def weights_per_gpu(model, tp):
+def weights_per_gpu(model, tp, pp=1):
+    """The weights on one GPU of the fullest pipeline stage (the whole model when pp is 1)."""
     rope = int(model.get("max_context") or model.get("max_position_embeddings") or 0) * \
         int(model["head_dim"]) * 4
-    return int(model["weight_bytes"]) // int(tp) + rope
+    return max(stage_weights(model, pp)) // int(tp) + rope
+
+
+def pp_error(model, pp):
+    """Why `pp` hosts cannot each hold an equal slice of the model's layers, or None."""
+    pp = int(pp)
+    layers = int(model["num_hidden_layers"])
+    if pp == 1 or (pp <= layers and layers % pp == 0):
+        return None
+    sizes = [n for n in range(2, min(layers, 16) + 1) if layers % n == 0]
+    return ("serving_pipeline_parallel=%d does not divide the model's %d layers: each host of an instance holds an "
+            "equal slice (an uneven split leaves the fullest host the bottleneck); use %s, or serve on one host "
+            "(serving_pipeline_parallel: 1)" % (pp, layers, ", ".join(str(n) for n in sizes) or "1"))
+
+
+def stage_weights(model, pp=1):
+    """Weight bytes of each pipeline stage (before tensor parallel): an equal slice of the decoder
+    layers each; the first stage also holds the input embeddings, the last the final norm and the
+    output projection (a copy of the embeddings when they are tied: the last stage has no access
+    to the first stage's). One stage: the checkpoint's bytes."""
+    total = int(model["weight_bytes"])
+    pp = int(pp)
+    if pp == 1:
+        return [total]
+    dtype_bytes = int(model.get("dtype_bytes") or 2)
+    hidden = int(model["hidden_size"])
+    embed = int(model.get("vocab_size") or 0) * hidden * dtype_bytes
+    norm = hidden * dtype_bytes
+    tied = bool(model.get("tie_word_embeddings"))
+    body = max(0, total - embed - norm - (0 if tied else embed))
+    per_stage = body // pp
+    stages = [per_stage] * pp
+    stages[0] += embed
+    stages[-1] += norm + embed
+    return stages
 
 
 def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", version=None,
              batched_tokens=None, num_seqs=None, available_kv_bytes=None, enforce_eager=False,
-             custom_all_reduce=True, gpu_name=None, enable_prefix_caching=True):
+             custom_all_reduce=True, gpu_name=None, enable_prefix_caching=True, pp=1):
     """KV capacity on each GPU for one configuration. Returns a dict (no judgement). For a hybrid
     model, kv_tokens is the longest context one sequence gets once its recurrent states are
     counted (see hybrid_layout)."""
@@ -272,11 +307,12 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
     state_slots = int(num_seqs or SGLANG_STATE_SLOTS)
     batched_tokens = int(batched_tokens or d_tokens)
     num_seqs = int(num_seqs or d_seqs)
-    per_token = kv_bytes_per_token(kv_layers(model), model["num_key_value_heads"],
+    # each pipeline stage keeps the KV cache of its own layers
+    per_token = kv_bytes_per_token(kv_layers(model) // int(pp), model["num_key_value_heads"],
                                    model["head_dim"], tp, kv_dtype_bytes)
     hybrid = hybrid_layout(model, tp, kv_dtype_bytes, engine, version, block,
                            enable_prefix_caching)
-    weights = weights_per_gpu(model, tp)
+    weights = weights_per_gpu(model, tp, pp)
     terms = reserve_terms(model, tp, batched_tokens, num_seqs, engine, enforce_eager,
                           custom_all_reduce)
     budget = int(gpu_bytes * float(fraction))
@@ -364,17 +400,18 @@ def context_error(model, max_model_len):
                 max_model_len, limit, model.get("max_context_source"), limit, more))
 
 
-def model_checks(model, tp, max_model_len):
+def model_checks(model, tp, max_model_len, pp=1):
     """What the spec asks of the model that no GPU is needed to check: a tensor parallel size that
-    divides its heads, a context within what the checkpoint supports. [error messages]."""
-    return [e for e in (tp_error(model, tp), context_error(model, max_model_len)) if e]
+    divides its heads, pipeline stages that split its layers evenly, a context within what the
+    checkpoint supports. [error messages]."""
+    return [e for e in (tp_error(model, tp), pp_error(model, pp), context_error(model, max_model_len)) if e]
 
 
 def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engine="vllm",
               engine_version=None, kv_cache_dtype="auto", max_num_seqs=None,
               max_num_batched_tokens=None, available_kv_bytes=None, enforce_eager=False,
               custom_all_reduce=True, gpu_name=None, max_concurrency=None,
-              compute_capability=None, enable_prefix_caching=True):
+              compute_capability=None, enable_prefix_caching=True, pipeline_parallel=1):
     """The full plan. Raises PlanError with numbers and fixes when one sequence of
     ``max_model_len`` tokens cannot fit; otherwise returns the plan with warnings."""
     tp = int(tp)
@@ -387,6 +424,15 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
     sizes = valid_tp_sizes(heads, kv_heads, max(tp, gpu_count or 1, 8), _linear_heads(model))
     if tp not in sizes:
         raise PlanError(tp_error(model, tp, max(gpu_count or 1, 8)))
+    pp = int(pipeline_parallel)
+    if pp < 1:
+        raise PlanError("serving_pipeline_parallel must be an integer >= 1, got %s" % pipeline_parallel)
+    if pp_error(model, pp):
+        raise PlanError(pp_error(model, pp))
+    if pp > 1 and model.get("linear_attention_layers"):
+        raise PlanError("serving_pipeline_parallel=%d: the model has linear-attention layers, whose recurrent "
+                        "states this plan counts for one stage only; serve it on one host "
+                        "(serving_pipeline_parallel: 1)" % pp)
     if gpu_count == 0:
         raise PlanError("no GPU found on this host: a GPU plan needs NVIDIA GPUs with a working "
                         "driver (serving_stack cpu serves without them)")
@@ -412,7 +458,7 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
     common = dict(engine=engine, version=engine_version, batched_tokens=max_num_batched_tokens,
                   num_seqs=max_num_seqs or max_concurrency, enforce_eager=enforce_eager,
                   custom_all_reduce=custom_all_reduce, gpu_name=gpu_name,
-                  enable_prefix_caching=enable_prefix_caching)
+                  enable_prefix_caching=enable_prefix_caching, pp=pp)
     cap = capacity(model, gpu_bytes, tp, fraction, kv_bytes,
                    available_kv_bytes=available_kv_bytes, **common)
     kv_tokens = cap["kv_tokens"]
@@ -426,6 +472,9 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
         "engine": engine,
         "engine_version": engine_version,
         "tensor_parallel": tp,
+        "pipeline_parallel": pp,
+        "stages": [{"stage": i, "layers": int(model["num_hidden_layers"]) // pp,
+                    "weights_per_gpu_bytes": w // tp} for i, w in enumerate(stage_weights(model, pp))],
         "gpu_memory_fraction": float(fraction),
         "max_model_len": int(max_model_len),
         "kv_cache_dtype": kv_cache_dtype or "auto",
@@ -702,7 +751,8 @@ def plan_from_params(params):
         summary.append("plan deferred: " + result["deferred"])
         # What needs no GPU is checked all the same (CPU stacks, hosts before their driver).
         try:
-            errors.extend(model_checks(model, p.get("tensor_parallel", 1), p.get("max_model_len") or 0))
+            errors.extend(model_checks(model, p.get("tensor_parallel", 1), p.get("max_model_len") or 0,
+                                       p.get("pipeline_parallel", 1)))
         except (KeyError, ValueError) as exc:
             errors.append("model facts lack %s" % exc if isinstance(exc, KeyError) else str(exc))
     else:
@@ -717,7 +767,8 @@ def plan_from_params(params):
                 enforce_eager=p.get("enforce_eager", False),
                 custom_all_reduce=p.get("custom_all_reduce", True), gpu_name=name,
                 max_concurrency=p.get("max_concurrency"), compute_capability=capability,
-                enable_prefix_caching=p.get("enable_prefix_caching", True))
+                enable_prefix_caching=p.get("enable_prefix_caching", True),
+                pipeline_parallel=p.get("pipeline_parallel", 1))
             result["plan"] = plan
             summary.extend(plan_summary_lines(plan))
             if model.get("long_context"):

@@ -67,6 +67,41 @@ options:
         description: Tensor-parallel size; C(serving_tensor_parallel).
         type: int
         default: 1
+      pipeline_parallel:
+        description:
+          - Hosts one instance spans, one pipeline stage each; C(serving_pipeline_parallel). 1 renders no flag.
+        type: int
+        default: 1
+      nodes:
+        description:
+          - This host's place in an instance that spans hosts (C(serving_instances)), rendered into the
+            engine version's own launcher flags (vLLM 0.11.0 on C(--nnodes), C(--node-rank), C(--master-addr),
+            C(--master-port), C(--headless) on ranks above 0; SGLang C(--nnodes), C(--node-rank),
+            C(--dist-init-addr)). Null for an instance of one host.
+        type: dict
+        suboptions:
+          count:
+            description: Hosts in the instance; equals O(spec.pipeline_parallel).
+            type: int
+            required: true
+          rank:
+            description: This host's rank; 0 serves the API.
+            type: int
+            required: true
+          address:
+            description: The rank-0 host's address.
+            type: str
+            required: true
+          port:
+            description: The port on rank 0 where the ranks meet.
+            type: int
+            required: true
+          host_address:
+            description: This host's own address (vLLM's C(VLLM_HOST_IP)).
+            type: str
+          interface:
+            description: The network interface the ranks talk over (C(GLOO_SOCKET_IFNAME), C(NCCL_SOCKET_IFNAME)).
+            type: str
       max_model_len:
         description: Context length in tokens, null for the engine default; C(serving_max_model_len).
         type: int
@@ -281,7 +316,9 @@ flags:
   elements: str
   sample: ["--served-model-name", "qwen3-32b", "--host", "127.0.0.1", "--port", "8000"]
 env:
-  description: Non-secret environment the engine needs (offline hub for local models, no usage stats, SGLang's CPU engine switch).
+  description:
+    - Non-secret environment the engine needs (offline hub for local models, no usage stats, SGLang's CPU
+      engine switch; in an instance that spans hosts, the ranks' interface and this host's address).
   returned: always
   type: dict
   sample: {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
@@ -374,6 +411,15 @@ SPEC_OPTIONS = dict(
     host=dict(type="str", required=True),
     port=dict(type="int", required=True),
     tensor_parallel=dict(type="int", default=1),
+    pipeline_parallel=dict(type="int", default=1),
+    nodes=dict(type="dict", options=dict(
+        count=dict(type="int", required=True),
+        rank=dict(type="int", required=True),
+        address=dict(type="str", required=True),
+        port=dict(type="int", required=True),
+        host_address=dict(type="str"),
+        interface=dict(type="str"),
+    )),
     max_model_len=dict(type="int"),
     gpu_memory_fraction=dict(type="float"),
     max_concurrency=dict(type="int"),

@@ -68,6 +68,13 @@ options:
       - Tensor-parallel size (C(serving_tensor_parallel)).
     type: int
     default: 1
+  pipeline_parallel:
+    description:
+      - Hosts one instance spans, one pipeline stage each (C(serving_pipeline_parallel)). The plan is
+        made for the fullest stage (the first holds the embeddings, the last the output projection),
+        and refused when the stages cannot split the layers evenly.
+    type: int
+    default: 1
   max_model_len:
     description:
       - Requested context length (C(serving_max_model_len)); 0 takes the checkpoint's maximum.
@@ -215,6 +222,8 @@ plan:
   type: dict
   sample:
     tensor_parallel: 1
+    pipeline_parallel: 1
+    stages: [{stage: 0, layers: 64, weights_per_gpu_bytes: 65535164416}]
     gpu_memory_bytes: 150109880320
     weights_per_gpu_bytes: 65544529920
     activation_bytes: 1610612736
@@ -259,6 +268,7 @@ ARGUMENT_SPEC = dict(
     gpu_count=dict(type="int"),
     gpu_name=dict(type="str"),
     tensor_parallel=dict(type="int", default=1),
+    pipeline_parallel=dict(type="int", default=1),
     max_model_len=dict(type="int", default=0),
     long_context=dict(type="dict", default=None, options=dict(
         factor=dict(type="float", required=True),

@@ -59,6 +59,10 @@ options:
     description: Tensor parallel size (KV heads per rank).
     type: int
     default: 1
+  pipeline_parallel:
+    description: Pipeline stages of the instance (C(serving_pipeline_parallel)); a stage keeps the KV cache of its own layers.
+    type: int
+    default: 1
   kv_cache_dtype:
     description: The KV cache dtype the engine was given (C(auto) is the model's).
     type: str
@@ -278,8 +282,9 @@ def kv_bytes_per_token(params):
     model = params["model"]
     try:
         dtype_bytes = p.resolve_kv_dtype_bytes(params["kv_cache_dtype"], model.get("dtype_bytes"))
-        return p.kv_bytes_per_token(p.kv_layers(model), model["num_key_value_heads"], model["head_dim"],
-                                    params["tensor_parallel"], dtype_bytes)
+        # rank 0 logs its own stage's cache: its share of the layers
+        return p.kv_bytes_per_token(p.kv_layers(model) // params["pipeline_parallel"], model["num_key_value_heads"],
+                                    model["head_dim"], params["tensor_parallel"], dtype_bytes)
     except (KeyError, TypeError, ValueError, p.PlanError):
         return None
 
@@ -401,6 +406,7 @@ def main():
             kv_bytes_per_token=dict(type="int", no_log=False),
             model=dict(type="dict", default={}),
             tensor_parallel=dict(type="int", default=1),
+            pipeline_parallel=dict(type="int", default=1),
             kv_cache_dtype=dict(type="str", default="auto"),
             max_total_tokens=dict(type="int", no_log=False),
             block_size=dict(type="int", default=16),

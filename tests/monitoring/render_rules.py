@@ -50,6 +50,8 @@ def _variables(overrides):
     with open(os.path.join(REPO, "roles", "serving_spec", "defaults", "main.yml"), encoding="utf-8") as handle:
         variables = dict(yaml.safe_load(handle))
     variables.update(_load("defaults", "main.yml"))
+    # the serving_spec role's derived fact: a host of its own (or rank 0) serves the API
+    variables["serving_spec_serves_api"] = True
     variables.update(overrides)
     variables["ansible_managed"] = "Ansible managed (rendered by tests/monitoring/render_rules.py)"
     return variables

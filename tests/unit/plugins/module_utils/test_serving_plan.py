@@ -528,3 +528,41 @@ def test_models_without_linear_attention_plan_as_before():
     assert plan["hybrid"] is None and len(P.plan_summary_lines(plan)) == 3
     assert plan["kv_bytes_per_token"] == 2 * 64 * 8 * 128 * 2
     assert plan["max_concurrency_ratio"] == round(plan["kv_tokens"] / 32768.0, 2)
+
+
+# ------------------------------------------------------------------------ pipeline stages across hosts
+def test_stages_split_the_layers_and_carry_the_embeddings_at_the_ends():
+    stages = P.stage_weights(Q25, 2)
+    embed = Q25["vocab_size"] * Q25["hidden_size"] * 2
+    # untied (Qwen2.5-32B): the checkpoint is cut in two, plus nothing duplicated
+    assert sum(stages) == Q25["weight_bytes"]
+    # the first holds the embeddings, the last the output projection and final norm
+    assert stages[1] - stages[0] == Q25["hidden_size"] * 2
+    norm = Q25["hidden_size"] * 2
+    assert stages[0] == (Q25["weight_bytes"] - 2 * embed - norm) // 2 + embed
+    # Qwen3-4B ties its embeddings: the last stage still needs its own copy for the output projection
+    assert Q3["tie_word_embeddings"]
+    assert sum(P.stage_weights(Q3, 2)) > Q3["weight_bytes"]
+    assert P.stage_weights(Q25, 1) == [Q25["weight_bytes"]]
+
+
+def test_two_stages_halve_the_kv_per_token_and_plan_the_fullest_stage():
+    one = h200_plan(1)
+    two = P.make_plan(Q25, H200, 2, 1, 32768, 0.9, "vllm", "0.26.0", gpu_name="NVIDIA H200", pipeline_parallel=2)
+    assert two["kv_bytes_per_token"] * 2 == one["kv_bytes_per_token"]
+    assert two["pipeline_parallel"] == 2 and [s["layers"] for s in two["stages"]] == [32, 32]
+    rope = one["weights_per_gpu_bytes"] - Q25["weight_bytes"]
+    assert two["weights_per_gpu_bytes"] == max(s["weights_per_gpu_bytes"] for s in two["stages"]) + rope
+    # half the weights leave room for more than twice the tokens per stage
+    assert two["kv_tokens"] > 2 * one["kv_tokens"]
+
+
+def test_stages_that_do_not_split_the_layers_evenly_are_refused_with_the_sizes_that_do():
+    # Qwen2.5-32B has 64 layers
+    with pytest.raises(P.PlanError) as err:
+        P.make_plan(Q25, H200, 2, 1, 32768, 0.9, "vllm", "0.26.0", pipeline_parallel=3)
+    assert "serving_pipeline_parallel=3 does not divide the model's 64 layers" in str(err.value)
+    assert "use 2, 4, 8, 16" in str(err.value)
+    # the same check where no GPU is known (CPU stacks): the preflight's model checks
+    assert any("does not divide the model's 36 layers" in e for e in P.model_checks(Q3, 1, 4096, 5))
+    assert P.model_checks(Q3, 1, 4096, 4) == []

@@ -123,3 +123,12 @@ def test_the_baseline_is_recorded_once_then_compared(monkeypatch, tmp_path):
                       **changed(run, benchmark_result=loadgen_result(tmp_path, 900.0, errors=3), record_baseline="always"))
     assert broken["failed"] and not broken["changed"]
     assert json.loads((tmp_path / "baseline.json").read_text())["context"]["unit_sha1"] == "cd"
+
+
+def test_rank_0_of_a_two_stage_instance_is_expected_to_hold_twice_the_tokens(monkeypatch, tmp_path):
+    # a stage keeps the KV cache of its own layers: the same VLLM_CPU_KVCACHE_SPACE holds twice the
+    # tokens at two stages (the offline scenario's two-host instance logged 4194304 for the tiny model)
+    result = validate(monkeypatch, tmp_path, read(JOURNAL), pipeline_parallel=2)
+    checks = dict((c["figure"], c) for c in result["memory"]["checks"])
+    assert checks["kv_tokens"]["expected"] == 4194304 and not checks["kv_tokens"]["ok"]
+    assert result["failed"] and "kv_tokens 2097152 is -50.00 % from the expected 4194304" in result["failures"][0]
