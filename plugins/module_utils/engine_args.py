@@ -123,7 +123,7 @@ DICT_SPEC_KEYS = ("speculative", "long_context", "lora")
 # of its own keeps its argv), nodes by the version's launcher (NODE_LAUNCHERS).
 TOPOLOGY_SPEC_KEYS = ("pipeline_parallel", "nodes")
 # The keys of `nodes`, this host's place in an instance that spans hosts (serving_instances).
-NODE_KEYS = ("count", "rank", "address", "port", "host_address", "interface")
+NODE_KEYS = ("count", "rank", "address", "port", "host_address", "interface", "cpus")
 
 # ---------------------------------------------------------------------------------------------
 # The translation table. Per engine and spec key, a list of (first engine version, rule); the
@@ -629,6 +629,8 @@ def _check_nodes(value, pipeline_parallel, bad):
     for key in ("host_address", "interface"):
         if value.get(key) is not None and (not isinstance(value[key], str) or " " in value[key]):
             bad("nodes", "%s must be a string without spaces or null" % key)
+    if value.get("cpus") is not None and (not _is_int(value["cpus"]) or value["cpus"] < 1):
+        bad("nodes", "cpus must be an integer >= 1 (the host's logical CPUs) or null")
 
 
 def node_launcher(engine, engine_version):
@@ -671,6 +673,18 @@ def _nodes_pieces(engine, engine_version, nodes):
         # the address the other ranks reach this one at (vLLM guesses it from the default route)
         env["VLLM_HOST_IP"] = nodes["host_address"]
     return pieces, env
+
+
+def cpu_thread_bind(cpus, ranks):
+    """SGLang's CPU engine's SGLANG_CPU_OMP_THREADS_BIND for `ranks` tensor-parallel ranks on a host of
+    `cpus` logical CPUs: an equal, contiguous share each ("0-3|4-7"). Without it SGLang gives each
+    rank a NUMA node of its own and refuses more ranks, those of every host of the instance counted,
+    than this host has nodes (sglang/srt/utils/numa_utils.py, init_threads_binding)."""
+    if ranks > cpus:
+        raise EngineArgsError("nodes: SGLang's CPU engine binds each of the host's %d tensor-parallel ranks to CPUs of "
+                              "its own and the host has %d: lower serving_tensor_parallel" % (ranks, cpus))
+    share = cpus // ranks
+    return "|".join("%d-%d" % (i * share, (i + 1) * share - 1) for i in range(ranks))
 
 
 def _check_speculative(value, bad):
@@ -919,6 +933,8 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         env.update({"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     if engine == "sglang" and "device" in merged and str(merged["device"][0]).lower() == "cpu":
         env["SGLANG_USE_CPU_ENGINE"] = "1"
+        if spec["nodes"] is not None and spec["nodes"].get("cpus"):
+            env["SGLANG_CPU_OMP_THREADS_BIND"] = cpu_thread_bind(spec["nodes"]["cpus"], spec["tensor_parallel"])
     env.update(node_env)
 
     return {

@@ -102,6 +102,12 @@ options:
           interface:
             description: The network interface the ranks talk over (C(GLOO_SOCKET_IFNAME), C(NCCL_SOCKET_IFNAME)).
             type: str
+          cpus:
+            description:
+              - This host's logical CPUs. SGLang's CPU engine (C(device=cpu)) pins each of the host's
+                tensor-parallel ranks to a share of them (C(SGLANG_CPU_OMP_THREADS_BIND)); unset, it gives
+                each rank a NUMA node and refuses more ranks, all hosts counted, than the host has nodes.
+            type: int
       max_model_len:
         description: Context length in tokens, null for the engine default; C(serving_max_model_len).
         type: int
@@ -419,6 +425,7 @@ SPEC_OPTIONS = dict(
         port=dict(type="int", required=True),
         host_address=dict(type="str"),
         interface=dict(type="str"),
+        cpus=dict(type="int"),
     )),
     max_model_len=dict(type="int"),
     gpu_memory_fraction=dict(type="float"),

@@ -1,16 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One model instance across this scenario's two hosts (serving_pipeline_parallel 2): the spec's
-checks, and each rank's argv rendered by the translation point and parsed by the vLLM installed on
-that host. Read-only: nothing here starts an engine or changes a host."""
+"""This scenario's two hosts as one model instance across them (serving_pipeline_parallel 2): the
+spec's checks, each rank's argv rendered by the translation point and parsed by the vLLM installed on
+that host, site.yml serving the instance through rank 0's gateway, a stopped rank named by readiness.
+Then the same hosts as a replica pool: two single-host instances behind one gateway, one engine killed
+under streamed load."""
 
+import concurrent.futures
 import json
 import os
 import re
 import shlex
 import subprocess
 import tempfile
+import time
 
 import testinfra
 import yaml
@@ -102,16 +106,22 @@ print(r.status, answer["choices"][0]["finish_reason"], answer.get("system_finger
 """
 
 
-def _site(*args, **variables):
+def _site(*args, inventory=(), **variables):
     extra = {"serving_pipeline_parallel": 2, "serving_instances": LIVE, "serving_rollout_serial": 1,
              "gateway_api_keys": [{"name": "el9-client", "key": GATEWAY_KEY}]}
     extra.update(variables)
-    res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
-                          os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
+    sources = [os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])] + list(inventory)
+    res = subprocess.run(["ansible-playbook"] + [a for s in sources for a in ("-i", s)] +
+                         [os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
                           "-e", json.dumps(extra)] + list(args),
                          capture_output=True, text=True, timeout=1500, check=False,
                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     return res.returncode, res.stdout + res.stderr
+
+
+def _model():
+    with open(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".config", "molecule", "config.yml")) as f:
+        return yaml.safe_load(f)["provisioner"]["inventory"]["group_vars"]["all"]["serving_model"]["name"]
 
 
 def test_site_yml_serves_one_model_across_both_hosts_through_rank_0s_gateway():
@@ -137,9 +147,7 @@ def test_site_yml_serves_one_model_across_both_hosts_through_rank_0s_gateway():
     upstream = rank0.check_output("cat /etc/nginx/llmops/upstream.conf")
     assert "least_conn;" in upstream and RANK1 + ".conf" not in upstream and RANK0 + ".conf" in upstream, upstream
     # a chat completion through rank 0's gateway, answered by both stages (vLLM names pp2 in the fingerprint)
-    with open(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".config", "molecule", "config.yml")) as f:
-        model = yaml.safe_load(f)["provisioner"]["inventory"]["group_vars"]["all"]["serving_model"]["name"]
-    answer = rank0.run("python3 -c %s %s %s" % (shlex.quote(CHAT), model, GATEWAY_KEY))
+    answer = rank0.run("python3 -c %s %s %s" % (shlex.quote(CHAT), _model(), GATEWAY_KEY))
     assert answer.rc == 0 and answer.stdout.startswith("200 "), (answer.stdout, answer.stderr[-2000:])
     assert "-pp2-" in answer.stdout, answer.stdout
     print("two-host instance answered through rank 0's gateway: %s" % answer.stdout.strip())
@@ -156,3 +164,162 @@ def test_a_stopped_rank_fails_readiness_naming_its_host():
     assert rc != 0, out[-2000:]
     assert "Instance qwen3-tiny-pp cannot serve: llmops-vllm.service is not running on %s (rank 1: inactive)" % RANK1 in out, \
         out[-3000:]
+
+
+# The replica pool: each host an instance of its own, behind one gateway (the RHEL host's, in the
+# llm_gateways group of an inventory added to molecule's; it stays an engine host too). The Debian
+# host's engine is killed while streams run through the gateway.
+GATEWAY_HOST, KILLED = RANK0, RANK1
+# Bounds of the load: STREAMS at a time, each request LOAD_TOKENS long; it stops AFTER_KILL seconds
+# after the kill, at LOAD_MAX_SECONDS or after LOAD_MAX_REQUESTS, whichever comes first.
+STREAMS = 4
+LOAD_TOKENS = 48
+AFTER_KILL = 15
+LOAD_MAX_SECONDS = 240
+LOAD_MAX_REQUESTS = 400
+LOAD_STOP = "/tmp/pool-load-stop"
+ACCESS_LOG = "/var/log/nginx/llmops-gateway.access.log"
+# Streams through the gateway with the official openai client (from the engine's venv), as many at
+# once as asked, until the stop file appears: per request its start, first chunk, end and outcome
+# (ok, failed before its first chunk, cut after it), and a user id of its own (X-User-Id), by which
+# the gateway's access log names the engine that answered it. No retries: a failure is counted, not
+# resent.
+LOAD = r"""
+import json, os, ssl, sys, threading, time
+import httpx, openai
+model, key, streams, tokens, stop, seconds, most = sys.argv[1:8]
+ctx = ssl.create_default_context(cafile="/etc/nginx/llmops/gateway.crt")
+ctx.check_hostname = False
+client = openai.OpenAI(base_url="https://127.0.0.1:8443/v1", api_key=key, max_retries=0, timeout=120,
+                       http_client=httpx.Client(verify=ctx))
+end, records, lock = time.time() + float(seconds), [], threading.Lock()
+def stream():
+    while time.time() < end and not os.path.exists(stop):
+        with lock:
+            if len(records) >= int(most):
+                return
+            rec = {"start": time.time(), "first": None, "user": "pool-%d" % len(records)}
+            records.append(rec)
+        finish = None
+        try:
+            for chunk in client.chat.completions.create(
+                    model=model, stream=True, max_tokens=int(tokens), extra_body={"ignore_eos": True},
+                    extra_headers={"X-User-Id": rec["user"]},
+                    messages=[{"role": "user", "content": "Count to one hundred."}]):
+                rec["first"] = rec["first"] or time.time()
+                if chunk.choices and chunk.choices[0].finish_reason:
+                    finish = chunk.choices[0].finish_reason
+            rec["outcome"] = "ok" if finish else "cut"
+        except Exception as exc:
+            rec["outcome"] = "cut" if rec["first"] else "failed"
+            rec["error"] = "%s: %s" % (type(exc).__name__, str(exc)[:160])
+        rec["end"] = time.time()
+threads = [threading.Thread(target=stream) for _ in range(int(streams))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(records))
+"""
+RUNNING = """
+import re, ssl, urllib.request
+page = urllib.request.urlopen("https://127.0.0.1:8000/metrics", context=ssl._create_unverified_context(), timeout=5).read().decode()
+print(int(sum(float(v) for v in re.findall(r"^vllm:num_requests_running\\{[^}]*\\} (\\S+)", page, re.M))))
+"""
+
+
+def _engine_python(host):
+    """The Python of the venv the engine unit runs from (it has the openai client)."""
+    unit = host.check_output("systemctl show -p ExecStart --value llmops-vllm.service")
+    return os.path.join(os.path.dirname(re.search(r"path=(\S+)", unit).group(1)), "python")
+
+
+def _running_on(host, seconds):
+    """Wait until the engine on host runs a request; how many it runs (0 when it never did)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        res = host.run("python3 -c %s" % shlex.quote(RUNNING))
+        if res.rc == 0 and int(res.stdout.strip() or 0) > 0:
+            return int(res.stdout.strip())
+        time.sleep(0.5)
+    return 0
+
+
+def test_two_single_host_instances_behind_one_gateway_fail_over_under_streamed_load():
+    """The two hosts become two single-host instances of one pool behind the RHEL host's gateway
+    (least_conn, passive health checks). Under bounded streamed load the Debian host's engine is
+    killed: only the streams it was serving fail, and every request sent after the kill is answered
+    by the other instance (a refused connect is passed on to it by the gateway)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".ini", prefix="gateways-", delete=False) as inventory:
+        inventory.write("[llm_gateways]\n%s\n" % GATEWAY_HOST)
+    try:
+        rc, out = _site("--skip-tags", "monitoring", inventory=[inventory.name], serving_pipeline_parallel=1,
+                        serving_instances={}, serving_listen="0.0.0.0:8000")
+    finally:
+        os.unlink(inventory.name)
+    assert rc == 0, out[-5000:]
+    gateway, killed = (testinfra.get_host("podman://" + h) for h in (GATEWAY_HOST, KILLED))
+    upstream = gateway.check_output("cat /etc/nginx/llmops/upstream.conf")
+    for host in (GATEWAY_HOST, KILLED):
+        assert "upstream.d/%s.conf" % host in upstream, upstream
+    killed_address = gateway.check_output("getent hosts %s" % KILLED).split()[0]
+
+    gateway.run("rm -f %s" % LOAD_STOP)
+    command = " ".join([_engine_python(gateway), "-c", shlex.quote(LOAD), _model(), GATEWAY_KEY] +
+                       [str(v) for v in (STREAMS, LOAD_TOKENS, LOAD_STOP, LOAD_MAX_SECONDS, LOAD_MAX_REQUESTS)])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        load = pool.submit(gateway.run, command)
+        running = _running_on(killed, 120)
+        kill_sent = time.time()
+        killed.run("systemctl kill --signal=SIGKILL llmops-vllm.service")
+        killed_at = time.time()
+        time.sleep(AFTER_KILL)
+        gateway.run("touch %s" % LOAD_STOP)
+        res = load.result(timeout=LOAD_MAX_SECONDS + 120)
+    assert res.rc == 0, res.stderr[-3000:]
+    records = json.loads(res.stdout.strip().splitlines()[-1])
+    # the gateway's record of each request (by its user id): the engines it tried, the last answered
+    logged = [json.loads(line) for line in gateway.check_output("cat %s" % ACCESS_LOG).splitlines()
+              if line.startswith("{")]
+    engines = {e["user"]: e["upstream"].split(", ") for e in logged if e["user"].startswith("pool-")}
+    assert all(r["user"] in engines for r in records), "requests missing from the gateway's access log"
+    on_killed = [r for r in records if engines[r["user"]][-1].startswith(killed_address + ":")]
+    in_flight = [r for r in records if r["start"] < killed_at and r["end"] > kill_sent]
+    after = [r for r in records if r["start"] >= killed_at]
+    lost = [r for r in records if r["outcome"] != "ok"]
+    passed_on = [r for r in after if len(engines[r["user"]]) > 1]
+    print("replica pool failover: %d requests (%d sent after the kill), %d in flight at the kill "
+          "(%d on the killed engine); %d failed before their first token, %d cut after it; %d sent "
+          "after the kill were passed on from the killed engine to the other after a refused connect"
+          % (len(records), len(after), len(in_flight), len([r for r in in_flight if r in on_killed]),
+             sum(r["outcome"] == "failed" for r in lost), sum(r["outcome"] == "cut" for r in lost), len(passed_on)))
+    assert running > 0 and on_killed, "the killed engine served no request of the load"
+    # only the requests in flight on the killed engine were lost
+    assert all(r in in_flight and r in on_killed for r in lost), lost
+    # every request sent after the kill was answered, by the other instance
+    assert after and all(r["outcome"] == "ok" and r not in on_killed for r in after), \
+        [(r, engines[r["user"]]) for r in after if r["outcome"] != "ok" or r in on_killed]
+
+
+def test_site_yml_serves_one_model_across_both_hosts_on_sglang():
+    """The same two hosts as one instance on SGLang, switched by site.yml: each rank's unit runs
+    SGLang's own multi-node launcher, its threads pinned to the host's CPUs (SGLang's CPU engine
+    refuses two ranks on a host of one NUMA node otherwise), and rank 0 answers through its gateway."""
+    rc, out = _site("--skip-tags", "monitoring", serving_engine="sglang")
+    said = " ".join(out.split())
+    assert rc == 0, out[-5000:]
+    ready = re.search(r"ROLLED OUT %s.*?ready\D*?([\d.]+) s after the restart" % re.escape(RANK0), said)
+    print("two-host SGLang instance ready %s s after the restart" % (ready.group(1) if ready else "?"))
+    rank0, rank1 = (testinfra.get_host("podman://" + h) for h in (RANK0, RANK1))
+    rank0_address = rank1.check_output("getent hosts %s" % RANK0).split()[0]
+    for rank, host in enumerate((rank0, rank1)):
+        argv = host.check_output("systemctl show -p ExecStart --value llmops-sglang.service")
+        assert "--pp-size 2 " in argv and "--nnodes 2 " in argv and "--node-rank %d " % rank in argv, argv
+        assert "--dist-init-addr %s:29500" % rank0_address in argv, argv
+        env_file = host.check_output("systemctl show -p EnvironmentFiles --value llmops-sglang.service").split()[0]
+        cpus = int(host.check_output("nproc"))
+        assert 'SGLANG_CPU_OMP_THREADS_BIND="0-%d"' % (cpus - 1) in host.check_output("cat %s" % env_file)
+        assert host.service("llmops-sglang.service").is_running and not host.service("llmops-vllm.service").is_running
+    answer = rank0.run("python3 -c %s %s %s" % (shlex.quote(CHAT), _model(), GATEWAY_KEY))
+    assert answer.rc == 0 and answer.stdout.startswith("200 "), (answer.stdout, answer.stderr[-2000:])
+    print("two-host SGLang instance answered through rank 0's gateway: %s" % answer.stdout.strip())

@@ -1318,7 +1318,34 @@ def test_a_single_host_renders_no_pipeline_flags():
         assert not [f for f in flags if f in ("--pipeline-parallel-size", "--pp-size", "--nnodes", "--node-rank")]
 
 
+@pytest.mark.parametrize("cpus,tp,bind", [(2, 1, "0-1"), (16, 2, "0-7|8-15"), (6, 4, "0-0|1-1|2-2|3-3")])
+def test_sglang_on_the_cpu_pins_each_of_the_hosts_ranks_to_its_share_of_cpus(cpus, tp, bind):
+    # unset, SGLang gives each rank a NUMA node and refuses an instance of more ranks than the host has
+    rendered = ea.build("sglang", "0.5.23", spec(pipeline_parallel=2, tensor_parallel=tp, nodes=nodes(1, cpus=cpus)),
+                        stack_args={"device": "cpu"}, validate_flags=False, python=PY)
+    assert rendered["env"]["SGLANG_CPU_OMP_THREADS_BIND"] == bind
+    assert rendered["env"]["SGLANG_USE_CPU_ENGINE"] == "1"
+
+
+def test_the_cpu_thread_bind_is_sglangs_on_the_cpu_only():
+    # a GPU SGLang, vLLM, and a host of its own get none (a single host keeps its environment)
+    for engine, version, stack, placed in (("sglang", "0.5.23", {}, nodes(0, cpus=8)),
+                                           ("vllm", "0.32.0", {}, nodes(0, cpus=8)),
+                                           ("sglang", "0.5.23", {"device": "cpu"}, None)):
+        rendered = ea.build(engine, version, spec(pipeline_parallel=2 if placed else 1, nodes=placed),
+                            stack_args=stack, validate_flags=False, python=PY)
+        assert "SGLANG_CPU_OMP_THREADS_BIND" not in rendered["env"], (engine, stack, placed)
+
+
+def test_more_tensor_parallel_ranks_than_cpus_are_refused_on_sglangs_cpu_engine():
+    with pytest.raises(ea.EngineArgsError) as err:
+        ea.build("sglang", "0.5.23", spec(pipeline_parallel=2, tensor_parallel=4, nodes=nodes(0, cpus=2)),
+                 stack_args={"device": "cpu"}, validate_flags=False, python=PY)
+    assert "4 tensor-parallel ranks" in err.value.msg and "has 2: lower serving_tensor_parallel" in err.value.msg
+
+
 @pytest.mark.parametrize("bad,words", [
+    ({"pipeline_parallel": 2, "nodes": nodes(0, cpus=0)}, "cpus must be an integer >= 1"),
     ({"pipeline_parallel": 2}, "serving_instances (spec.nodes) must place this host in an instance of 2 hosts"),
     ({"pipeline_parallel": 2, "nodes": nodes(0, count=3)}, "count (3) must equal serving_pipeline_parallel (2)"),
     ({"pipeline_parallel": 2, "nodes": nodes(2)}, "rank must be an integer in [0, 2)"),
