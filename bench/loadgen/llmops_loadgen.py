@@ -106,8 +106,10 @@ def quotas(n, mix=MIX):
     return counts
 
 
-def build_workload(n, seed=0, max_tokens_cap=None, document_chars=DOCUMENT_CHARS, temperature=TEMPERATURE):
-    """n chat requests in the report's mix, shuffled with `seed` (same seed, same workload)."""
+def build_workload(n, seed=0, max_tokens_cap=None, document_chars=DOCUMENT_CHARS, temperature=TEMPERATURE,
+                   prefix=""):
+    """n chat requests in the report's mix, shuffled with `seed` (same seed, same workload); `prefix`
+    starts every request's first message."""
     rng = random.Random(seed)
     kinds = [kind for kind, count in quotas(n).items() for _ in range(count)]
     rng.shuffle(kinds)
@@ -123,6 +125,8 @@ def build_workload(n, seed=0, max_tokens_cap=None, document_chars=DOCUMENT_CHARS
             for question, answer in rng.sample(_HISTORY, rng.randint(1, len(_HISTORY))):
                 messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
             messages.append({"role": "user", "content": rng.choice(_FOLLOW_UP)})
+        if prefix:
+            messages[0] = dict(messages[0], content=prefix + messages[0]["content"])
         max_tokens = MAX_TOKENS[kind] if not max_tokens_cap else min(MAX_TOKENS[kind], max_tokens_cap)
         requests.append({"index": index, "kind": kind, "messages": messages,
                          "max_tokens": max_tokens, "temperature": temperature})
@@ -374,11 +378,13 @@ async def run_all(args):
     sampler = MemorySampler(args.cgroup)
     sampler_task = asyncio.ensure_future(sampler.run())
     try:
-        workload = build_workload(args.requests, args.seed, args.max_tokens_cap, args.document_chars)
+        workload = build_workload(args.requests, args.seed, args.max_tokens_cap, args.document_chars,
+                                  prefix=args.run_prefix)
         mixed = await run_phase(args, workload, args.concurrency, deadline)
         sweep = []
         for level in args.sweep:
-            levelled = build_workload(args.sweep_requests, args.seed + level, args.max_tokens_cap, args.document_chars)
+            levelled = build_workload(args.sweep_requests, args.seed + level, args.max_tokens_cap, args.document_chars,
+                                      prefix=args.run_prefix)
             phase = await run_phase(args, levelled, level, deadline)
             phase.pop("records")
             sweep.append(phase)
@@ -389,7 +395,7 @@ async def run_all(args):
         "schema": 1,
         "engine": args.engine, "engine_version": args.engine_version, "model": args.model,
         "host": args.label or socket.gethostname(),
-        "config": {"requests": args.requests, "concurrency": args.concurrency, "seed": args.seed,
+        "config": {"requests": args.requests, "concurrency": args.concurrency, "seed": args.seed, "fresh_prefix": args.fresh_prefix,
                    "max_tokens_cap": args.max_tokens_cap, "document_chars": args.document_chars,
                    "temperature": TEMPERATURE, "sweep": args.sweep, "sweep_requests": args.sweep_requests,
                    "duration_limit_s": args.duration, "mix": dict(MIX)},
@@ -673,7 +679,8 @@ def _open_phase_result(rate, records, wall, args, planned=None):
 async def run_open_all(args):
     deadline = time.monotonic() + args.duration
     pool = (load_workload_file(args.workload_file, args.max_tokens_cap) if args.workload_file
-            else build_workload(max(args.requests_per_rate, 1), args.seed, args.max_tokens_cap, args.document_chars))
+            else build_workload(max(args.requests_per_rate, 1), args.seed, args.max_tokens_cap, args.document_chars,
+                                prefix=args.run_prefix))
     phases, warmup = [], None
     if args.warmup_requests:
         # a freshly started engine compiles and caches on its first requests: those are not the load
@@ -706,7 +713,7 @@ async def run_open_all(args):
         "host": socket.gethostname(), "label": args.label,
         "config": {"rates": args.rates, "schedule": args.schedule, "burstiness": args.burstiness,
                    "requests_per_rate": args.requests_per_rate, "rate_duration_s": args.rate_duration,
-                   "sla": args.sla, "seed": args.seed, "max_tokens_cap": args.max_tokens_cap,
+                   "sla": args.sla, "seed": args.seed, "fresh_prefix": args.fresh_prefix, "max_tokens_cap": args.max_tokens_cap,
                    "workload": args.workload_file or "seed mix", "percentiles": list(args.percentiles),
                    "warmup_requests": args.warmup_requests,
                    "duration_limit_s": args.duration},
@@ -768,6 +775,9 @@ def _add_target_args(cmd):
     cmd.add_argument("--max-tokens-cap", type=int, default=0, help="cap every request's max_tokens (0: none)")
     cmd.add_argument("--document-chars", type=int, default=DOCUMENT_CHARS)
     cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--fresh-prefix", action="store_true",
+                     help="start every prompt of the seed mix with this run's own id, so that a prefix cache an "
+                          "earlier run warmed serves none of it: runs compared with a baseline then do the same work")
     cmd.add_argument("--duration", type=float, default=600.0, help="wall-time bound of the whole run (s)")
     cmd.add_argument("--request-timeout", type=float, default=300.0)
     cmd.add_argument("--allow-host", action="append", default=[], help="a non-loopback host that may be loaded")
@@ -812,6 +822,7 @@ def parse_args(argv=None):
         args.run_context = read_run_context(args.run_context)
     except BadOption as exc:
         parser.error(str(exc))
+    args.run_prefix = "[run %s] " % os.urandom(6).hex() if args.fresh_prefix else ""
     if args.command == "run":
         args.sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
         if args.requests < 1 or args.concurrency < 1 or any(level < 1 for level in args.sweep):

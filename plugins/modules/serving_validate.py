@@ -245,7 +245,10 @@ def check_memory(module):
     params = module.params
     text, source = read_log(module)
     if text is None:
-        return {"skipped": source}, [], []
+        # a log file the user named and that cannot be read is a wrong path, not a missing figure
+        problems = ["memory: %s (validate_engine_log_file: give the engine's log file, readable here)" % source] \
+            if params["log_file"] else []
+        return {"skipped": source}, problems, []
     logged = v.parse_engine_log(params["engine"], text)
     expected, expected_from = v.expected_figures(
         params["engine"], params["plan"], params["kv_space_gib"], params["max_total_tokens"],

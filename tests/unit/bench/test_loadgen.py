@@ -64,6 +64,23 @@ def test_workload_is_seeded_and_shaped():
             assert len(r["messages"][0]["content"]) > 12000
 
 
+def test_a_fresh_prefix_gives_each_run_prompts_no_earlier_run_cached():
+    # validate's benchmark compares a run with a baseline: a prefix cache warmed by the baseline's
+    # identical prompts made the second run prefill one token a request (SGLang on the H200: TTFT
+    # P50 +52 %, bench/results/h200-sglang-20261203)
+    def run_args(*more):
+        return lg.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", "o.json"] + list(more))
+    first, second, plain = run_args("--fresh-prefix"), run_args("--fresh-prefix"), run_args()
+    assert plain.run_prefix == "" and first.run_prefix != second.run_prefix
+    a, b = (lg.build_workload(20, seed=1, prefix=x.run_prefix) for x in (first, second))
+    base = lg.build_workload(20, seed=1)
+    for ra, rb, r in zip(a, b, base):
+        # the same work, but for a different first few tokens
+        assert ra["messages"][0]["content"] == first.run_prefix + r["messages"][0]["content"]
+        assert rb["messages"][0]["content"] == second.run_prefix + r["messages"][0]["content"]
+        assert ra["messages"][1:] == r["messages"][1:] and ra["kind"] == r["kind"]
+
+
 def test_max_tokens_cap():
     assert {r["max_tokens"] for r in lg.build_workload(20, max_tokens_cap=32)} == {32}
 

@@ -267,3 +267,49 @@ def test_summary_reads_as_one_line_per_part():
     assert lines == ["memory (journal, tolerance 5 %, expected from the plan): kv_tokens 100 vs 90 (+11.10 %) OUTSIDE",
                      "GPU health: not checked (no GPU on this stack)",
                      "benchmark: baseline recorded at /b.json (output_tokens_per_s 10.0)"]
+
+
+# ------------------------------------------------------------------------- SGLang 0.5.17 on one H200
+SGLANG_H200_LOG = os.path.join(LOGS, "sglang-0.5.17-h200-qwen3-4b.log")
+
+
+def test_the_sglang_h200_start_is_read():
+    # bench/results/h200-sglang-20261203: "Load weight end. ... mem usage=7.56 GB.", "KV Cache is
+    # allocated. dtype: torch.bfloat16, #tokens: 856411, K size: 58.81 GB, V size: 58.81 GB",
+    # "max_total_num_tokens=856411, ...". SGLang's "avail mem=" figures are not read (no figure of
+    # the registry's startup_log matches them), so there is no available_kv_gib for SGLang.
+    logged = V.parse_engine_log("sglang", read(SGLANG_H200_LOG))
+    assert logged == {"weights_gib": 7.56, "kv_tokens": 856411, "k_size_gib": 58.81, "v_size_gib": 58.81,
+                      "kv_size_gib": 117.62, "max_total_num_tokens": 856411}
+
+
+def test_the_sglang_h200_validate_run_reads_as_it_did_there():
+    # validate.yml on the H200 printed "weights_gib 7.56 vs 7.51 (+0.64 %); kv_tokens 856411 vs
+    # 856582 (-0.02 %)": the plan's SGLang budget, (139.80 GiB cudaMemGetInfo total - 0.75 GiB) x 0.9
+    # - 7.51 GiB weights, against the logged pool.
+    logged = V.parse_engine_log("sglang", read(SGLANG_H200_LOG))
+    model = M.analyze_model(os.path.join(FIX, "qwen", "Qwen3-4B"))
+    plan = P.make_plan(model, 150109880320, 1, 1, 32768, 0.9, "sglang", "0.5.17", gpu_name="NVIDIA H200",
+                       max_concurrency=256)
+    assert plan["kv_tokens"] == 856582 and plan["kv_bytes_per_token"] == 147456
+    expected, source = V.expected_figures("sglang", plan)
+    assert source == "the plan (first principles (SGLang budget))" and "available_kv_gib" not in expected
+    checks = dict((c["figure"], c) for c in V.compare_memory("sglang", logged, expected, 1))
+    assert all(c["ok"] for c in checks.values()), checks
+    assert checks["kv_tokens"] == {"figure": "kv_tokens", "logged": 856411, "expected": 856582, "deviation_pct": -0.02,
+                                   "ok": True}
+    assert checks["weights_gib"]["deviation_pct"] == 0.639
+
+
+def test_the_sglang_h200_pool_is_its_own_arithmetic_of_the_logged_memory():
+    # SGLang 0.5.17 (KVCacheConfigurator._profile_available_bytes): pool = free memory after the
+    # weights - free memory before them x (1 - mem_fraction_static), over 147,456 bytes a token
+    # (36 layers x 8 KV heads x 128 x 2 x 2 bytes). The log rounds to 0.01 GB (73 tokens).
+    text = read(SGLANG_H200_LOG)
+    before = float(re.search(r"Load weight begin\. avail mem=([0-9.]+) GB", text).group(1))
+    after = float(re.search(r"Load weight end\..*avail mem=([0-9.]+) GB", text).group(1))
+    assert (before, after) == (139.09, 131.53)
+    tokens = int((after - before * (1 - 0.9)) * (1 << 30)) // 147456
+    assert abs(tokens - 856411) <= 2 * 73
+    # what the plan assumed before the weights: 139.80 - 0.75 GiB; the host had 139.09 free (0.71 GiB used)
+    assert round(150109880320 / float(1 << 30) - before, 2) == 0.71

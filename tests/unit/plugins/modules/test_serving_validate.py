@@ -89,6 +89,16 @@ def test_no_systemd_and_a_real_gpu(monkeypatch, tmp_path):
     assert not result.get("failed"), result
 
 
+def test_a_log_file_that_cannot_be_read_fails_naming_the_variable(monkeypatch, tmp_path):
+    result = validate(monkeypatch, tmp_path, "", bins=(), log_file=str(tmp_path / "engine.log"))
+    assert result["memory"]["skipped"].startswith("cannot read %s" % (tmp_path / "engine.log"))
+    assert result["failed"] and result["failures"] == [
+        "memory: %s (validate_engine_log_file: give the engine's log file, readable here)" % result["memory"]["skipped"]]
+    # left out of validate_fail_on, it is reported and the run goes on
+    result = validate(monkeypatch, tmp_path, "", bins=(), log_file=str(tmp_path / "engine.log"), fail_on=["gpu"])
+    assert not result.get("failed") and result["problems"] and not result["failures"], result
+
+
 def loadgen_result(tmp_path, tok_s, errors=0):
     path = tmp_path / "validate.json"
     path.write_text(json.dumps({"mixed": {"summary": {
