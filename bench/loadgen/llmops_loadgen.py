@@ -378,6 +378,11 @@ async def run_all(args):
     sampler = MemorySampler(args.cgroup)
     sampler_task = asyncio.ensure_future(sampler.run())
     try:
+        if args.warmup_requests:
+            # left out: a freshly started engine is slow on its first requests
+            await run_phase(args, build_workload(args.warmup_requests, args.seed - 1, args.max_tokens_cap,
+                                                 args.document_chars, prefix=args.run_prefix),
+                            args.concurrency, deadline)
         workload = build_workload(args.requests, args.seed, args.max_tokens_cap, args.document_chars,
                                   prefix=args.run_prefix)
         mixed = await run_phase(args, workload, args.concurrency, deadline)
@@ -395,7 +400,8 @@ async def run_all(args):
         "schema": 1,
         "engine": args.engine, "engine_version": args.engine_version, "model": args.model,
         "host": args.label or socket.gethostname(),
-        "config": {"requests": args.requests, "concurrency": args.concurrency, "seed": args.seed, "fresh_prefix": args.fresh_prefix,
+        "config": {"requests": args.requests, "concurrency": args.concurrency, "seed": args.seed,
+                   "fresh_prefix": args.fresh_prefix, "warmup_requests": args.warmup_requests,
                    "max_tokens_cap": args.max_tokens_cap, "document_chars": args.document_chars,
                    "temperature": TEMPERATURE, "sweep": args.sweep, "sweep_requests": args.sweep_requests,
                    "duration_limit_s": args.duration, "mix": dict(MIX)},
@@ -775,6 +781,9 @@ def _add_target_args(cmd):
     cmd.add_argument("--max-tokens-cap", type=int, default=0, help="cap every request's max_tokens (0: none)")
     cmd.add_argument("--document-chars", type=int, default=DOCUMENT_CHARS)
     cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--warmup-requests", type=int, default=0,
+                     help="requests sent first (open: at the first rate) and left out of the results (a freshly "
+                          "started engine is slow on its first ones)")
     cmd.add_argument("--fresh-prefix", action="store_true",
                      help="start every prompt of the seed mix with this run's own id, so that a prefix cache an "
                           "earlier run warmed serves none of it: runs compared with a baseline then do the same work")
@@ -810,9 +819,6 @@ def parse_args(argv=None):
     opened.add_argument("--sla", default="", help="METRIC:pPERCENTILE:BOUND,... with METRIC in %s (e.g. "
                                                   "ttft:p99:500ms,e2el:p99:10s)" % ", ".join(SLA_METRICS))
     opened.add_argument("--keep-going", action="store_true", help="run the higher rates after one missed the SLA")
-    opened.add_argument("--warmup-requests", type=int, default=0,
-                        help="requests sent at the first rate and left out of the results (a freshly started "
-                             "engine is slow on its first ones)")
     opened.add_argument("--workload-file", default="", help="JSONL chat requests instead of the seed's mix")
     opened.add_argument("--percentiles", default="50,90,95,99", help="percentiles of the bench_serve figures")
     args = parser.parse_args(argv)
@@ -823,6 +829,8 @@ def parse_args(argv=None):
     except BadOption as exc:
         parser.error(str(exc))
     args.run_prefix = "[run %s] " % os.urandom(6).hex() if args.fresh_prefix else ""
+    if args.warmup_requests < 0:
+        parser.error("--warmup-requests must be 0 or more")
     if args.command == "run":
         args.sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
         if args.requests < 1 or args.concurrency < 1 or any(level < 1 for level in args.sweep):
@@ -850,8 +858,6 @@ def parse_args(argv=None):
         parser.error("--duration must be above 0 seconds and --max-tokens-cap 0 (no cap) or more")
     if args.workload_file and not os.path.isfile(args.workload_file):
         parser.error("--workload-file %s: no such file" % args.workload_file)
-    if args.warmup_requests < 0:
-        parser.error("--warmup-requests must be 0 or more")
     if any(not 0 < p <= 100 for p in args.percentiles):
         parser.error("--percentiles must each be in (0, 100]")
     return args

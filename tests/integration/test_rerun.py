@@ -134,6 +134,7 @@ BAD_INPUTS = {
     "validate_tolerance_words": ({"validate_tolerance_pct": "five"}, "validate_tolerance_pct"),
     "validate_fail_on_unknown": ({"validate_fail_on": ["memory", "disk"]}, "validate_fail_on"),
     "validate_benchmark_unbounded": ({"validate_benchmark_duration_s": 0}, "validate_benchmark_duration_s"),
+    "validate_warmup_negative": ({"validate_benchmark_warmup_requests": -4}, "validate_benchmark_warmup_requests 0..1000 (got -4)"),
     # the profile's Python: a source that does not exist, none allowed on this Debian 13 host, a mirror without builds
     "interpreter_mode": ({"python_env_interpreter": "conda"}, "python_env_interpreter is 'conda': use one of auto"),
     "interpreter_system_only": ({"python_env_interpreter": "system"},

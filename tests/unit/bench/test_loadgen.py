@@ -81,6 +81,24 @@ def test_a_fresh_prefix_gives_each_run_prompts_no_earlier_run_cached():
         assert ra["messages"][1:] == r["messages"][1:] and ra["kind"] == r["kind"]
 
 
+def test_warmup_requests_go_first_and_are_left_out_of_a_closed_loop_run(tmp_path, monkeypatch):
+    sent = []
+
+    async def phase(args, workload, concurrency, deadline):
+        sent.append([r["messages"][0]["content"] for r in workload])
+        return {"summary": {}, "records": []}
+
+    monkeypatch.setattr(lg, "run_phase", phase)
+    args = lg.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "o.json"),
+                          "--requests", "6", "--sweep", "", "--warmup-requests", "3", "--fresh-prefix"])
+    result = asyncio.run(lg.run_all(args))
+    assert [len(p) for p in sent] == [3, 6] and result["mixed"]["records"] == []
+    assert all(content.startswith(args.run_prefix) for p in sent for content in p)
+    assert result["config"]["warmup_requests"] == 3 and result["config"]["fresh_prefix"] is True
+    with pytest.raises(SystemExit):
+        lg.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", "o", "--warmup-requests", "-1"])
+
+
 def test_max_tokens_cap():
     assert {r["max_tokens"] for r in lg.build_workload(20, max_tokens_cap=32)} == {32}
 
