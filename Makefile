@@ -205,6 +205,10 @@ test: results-reset lint sanity unit monitoring-rules  ## everything CI runs
 	$(BIN)/python tests/harness/summarise_results.py $(RESULTS) tests/skips-allowed.txt
 	test ! -e $(RESULTS)/molecule.rc
 
+.PHONY: test-scale-out
+test-scale-out:  ## only the offline scenario, with its scale-out tests: a replica pool failing over under load, a two-host SGLang instance
+	LLMOPS_OFFLINE_MARKS="scale_out or not scale_out" $(MAKE) molecule SCENARIOS=offline SCENARIOS_BESIDE=
+
 .PHONY: test-fleet
 test-fleet:  ## only the fleet scenario: rollouts, upgrade, rollback, recovery over three engines under load
 	$(MAKE) molecule SCENARIOS=fleet SCENARIOS_BESIDE=
