@@ -10,7 +10,8 @@
 # engine_independent (LLMOPS_SWITCHED_LEG=1, tests/integration/conftest.py).
 # BESIDE names scenarios run one after the other in the background while the entries run: engine
 # starts and Ansible's controller are mostly single-threaded, so a second scenario uses the core
-# they leave idle. Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed when
+# they leave idle. A BESIDE name make:TARGET runs `make TARGET` there instead (make test puts its
+# static checks and unit tests first in that lane). Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed when
 # all of them have ended, after the entries.
 # A failed entry is reported at the end; the entries of the same scenario after it are skipped.
 # The converge of the entries named in VERBOSE (default: every entry of the default scenario) runs
@@ -62,7 +63,11 @@ run_beside() {
   for name in $BESIDE; do
     start=$(date +%s)
     rc=0
-    PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
+    if [[ "$name" == make:* ]]; then
+      "${MAKE:-make}" --no-print-directory "${name#make:}" > "$log_dir/$name.log" 2>&1 || rc=$?
+    else
+      PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
+    fi
     echo "$name $rc $(( $(date +%s) - start ))" >> "$log_dir/beside.done"
   done
 }
