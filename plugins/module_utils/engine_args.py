@@ -123,7 +123,10 @@ DICT_SPEC_KEYS = ("speculative", "long_context", "lora")
 # of its own keeps its argv), nodes by the version's launcher (NODE_LAUNCHERS).
 TOPOLOGY_SPEC_KEYS = ("pipeline_parallel", "nodes")
 # The keys of `nodes`, this host's place in an instance that spans hosts (serving_instances).
-NODE_KEYS = ("count", "rank", "address", "port", "host_address", "interface", "cpus")
+NODE_KEYS = ("count", "rank", "address", "port", "host_address", "interface", "cpus", "launcher")
+# How the ranks of an instance meet (nodes.launcher, from serving_multinode_launcher): the engine's own
+# launcher across hosts (NODE_LAUNCHERS), or a Ray cluster (RAY_LAUNCHERS) that the ray_cluster role runs.
+LAUNCHER_KINDS = ("native", "ray")
 
 # ---------------------------------------------------------------------------------------------
 # The translation table. Per engine and spec key, a list of (first engine version, rule); the
@@ -244,6 +247,17 @@ NODE_LAUNCHERS = {
     ],
 }
 
+# Engines that run one instance across hosts on a Ray cluster: rank 0's engine joins the cluster as its
+# driver (vLLM's --distributed-executor-backend ray, in every pinned version) and places the other
+# stages on the cluster's workers; the other ranks run only their Ray worker. SGLang has no Ray
+# executor. vLLM's CPU platform has no Ray device key (platforms/cpu.py leaves ray_device_key empty),
+# so its Ray executor stops at start with "current platform cpu does not support ray"
+# (v1/executor/ray_utils.py): a CPU instance spans hosts on vLLM's own launcher only.
+RAY_LAUNCHERS = {
+    "vllm": [((0, 0, 0), {"launcher": "Ray cluster", "backend": ["--distributed-executor-backend", "ray"]})],
+    "sglang": [((0, 0, 0), None)],
+}
+
 # The speculative methods of serving_speculative per engine version, as the engine names them:
 # vLLM's SpeculativeConfig.method (0.8.5.post1's Literal: ngram, eagle, medusa, mlp_speculator,
 # draft_model; 0.19.1 adds eagle3 and the generic mtp), SGLang's --speculative-algorithm choices
@@ -306,6 +320,7 @@ SPEC_OWNED = {
         "tensor-parallel-size": "tensor_parallel", "tp": "tensor_parallel",
         "pipeline-parallel-size": "pipeline_parallel",
         "nnodes": "nodes", "node-rank": "nodes", "master-addr": "nodes", "master-port": "nodes", "headless": "nodes",
+        "distributed-executor-backend": "nodes",
         "max-model-len": "max_model_len",
         "gpu-memory-utilization": "gpu_memory_fraction",
         "device-memory-utilization": "gpu_memory_fraction",
@@ -482,7 +497,8 @@ def unsupported_msg(engine, engine_version, key, value=None):
     """Why a set spec key (with `value`, where the version support depends on it) cannot be
     rendered for this version, naming its variable, or None."""
     if key == "nodes":
-        return node_launcher_problem(engine, engine_version)
+        kind = value.get("launcher") if isinstance(value, dict) else None
+        return node_launcher_problem(engine, engine_version, kind or "native")
     label = REGISTRY[engine]["label"]
     if key == "speculative" and isinstance(value, dict) and value.get("method") is not None:
         methods = speculative_methods(engine, engine_version)
@@ -631,31 +647,84 @@ def _check_nodes(value, pipeline_parallel, bad):
             bad("nodes", "%s must be a string without spaces or null" % key)
     if value.get("cpus") is not None and (not _is_int(value["cpus"]) or value["cpus"] < 1):
         bad("nodes", "cpus must be an integer >= 1 (the host's logical CPUs) or null")
+    if value.get("launcher") is not None and value["launcher"] not in LAUNCHER_KINDS:
+        bad("nodes", "launcher must be one of %s or null (native)" % ", ".join(LAUNCHER_KINDS))
 
 
-def node_launcher(engine, engine_version):
-    """How this engine version spans hosts: a dict of its flags, or None."""
-    return _pick(NODE_LAUNCHERS[engine], parse_version(engine_version))
+def node_launcher(engine, engine_version, kind="native"):
+    """How this engine version spans hosts with the launcher `kind`: a dict of its flags, or None."""
+    rows = RAY_LAUNCHERS if kind == "ray" else NODE_LAUNCHERS
+    return _pick(rows[engine], parse_version(engine_version))
 
 
-def node_launcher_problem(engine, engine_version):
-    """Why this engine version cannot serve one instance across hosts here, naming the way out,
-    or None."""
-    if node_launcher(engine, engine_version):
+def launcher_kind(engine, engine_version, choice, gpu=True):
+    """The launcher an instance of this engine version spans hosts with, for serving_multinode_launcher
+    `choice` (auto: the engine's own where the version has one, else a Ray cluster) on GPU hosts (gpu)
+    or CPU hosts; raises EngineArgsError naming the variable when there is none of the kind asked for."""
+    if choice not in ("auto",) + LAUNCHER_KINDS:
+        raise EngineArgsError("serving_multinode_launcher must be auto, native or ray, not %r" % (choice,))
+    if engine not in REGISTRY:
+        raise EngineArgsError("serving_engine must be one of %s, not %r" % (", ".join(sorted(REGISTRY)), engine))
+    usable = [k for k in LAUNCHER_KINDS if node_launcher(engine, engine_version, k) and (gpu or k != "ray")]
+    kind = choice if choice != "auto" else (usable or ["native"])[0]
+    problem = node_launcher_problem(engine, engine_version, kind)
+    if problem:
+        raise EngineArgsError(problem)
+    return kind
+
+
+def ray_engine_problem(engine, gpu=True):
+    """Why the engine cannot serve on a Ray cluster of these hosts (the cluster itself forms on any
+    host), naming serving_multinode_launcher, or None."""
+    if gpu:
         return None
     label = REGISTRY[engine]["label"]
+    return ("serving_multinode_launcher: ray: %s's CPU platform cannot run on a Ray cluster (it has no Ray device key; "
+            "its Ray executor stops at start with 'current platform cpu does not support ray'); use "
+            "serving_multinode_launcher: native or auto, which span CPU hosts with %s's own launcher" % (label, label))
+
+
+def node_launcher_problem(engine, engine_version, kind="native"):
+    """Why this engine version cannot serve one instance across hosts with the launcher `kind`,
+    naming the way out, or None."""
+    if node_launcher(engine, engine_version, kind):
+        return None
+    label = REGISTRY[engine]["label"]
+    if kind == "ray":
+        return ("serving_multinode_launcher: ray: %s has no Ray executor; use serving_multinode_launcher: native "
+                "(its own launcher across hosts) or auto" % label)
     first = [_dotted(v) for v, rule in NODE_LAUNCHERS[engine] if rule][0]
-    return ("serving_pipeline_parallel: %s %s spans hosts only on a Ray cluster, which this collection does not "
-            "run (its own launcher across hosts came in %s %s); use a stack profile with %s %s or newer, "
-            "or SGLang, or serve the model on one host (serving_pipeline_parallel: 1)" % (
-                label, engine_version, label, first, label, first))
+    return ("serving_multinode_launcher: native: %s %s has no launcher of its own across hosts (it came in %s %s); "
+            "use serving_multinode_launcher: ray (or auto), which runs the instance on a Ray cluster, or a stack "
+            "profile with %s %s or newer" % (label, engine_version, label, first, label, first))
 
 
 def _nodes_pieces(engine, engine_version, nodes):
     """The argv pieces and environment that place this host in its instance."""
-    launcher = node_launcher(engine, engine_version)
+    kind = nodes.get("launcher") or "native"
+    launcher = node_launcher(engine, engine_version, kind)
     if launcher is None:
-        raise EngineArgsError(node_launcher_problem(engine, engine_version))
+        raise EngineArgsError(node_launcher_problem(engine, engine_version, kind))
+    if kind == "ray":
+        if nodes["rank"] > 0:
+            raise EngineArgsError("nodes: rank %d of an instance on a Ray cluster runs no engine of its own, only "
+                                  "its Ray worker (the ray_cluster role); render the engine for rank 0"
+                                  % nodes["rank"])
+        pieces = [list(launcher["backend"])]
+    else:
+        pieces = _native_node_pieces(launcher, nodes)
+    env = {}
+    if nodes.get("interface"):
+        # torch.distributed's CPU groups (gloo) and NCCL bind the interface the hosts share
+        env.update({"GLOO_SOCKET_IFNAME": nodes["interface"], "NCCL_SOCKET_IFNAME": nodes["interface"]})
+    if nodes.get("host_address") and engine == "vllm":
+        # the address the other ranks reach this one at (vLLM guesses it from the default route)
+        env["VLLM_HOST_IP"] = nodes["host_address"]
+    return pieces, env
+
+
+def _native_node_pieces(launcher, nodes):
+    """--nnodes / --node-rank / the rendezvous address of the engine's own launcher."""
     address = nodes["address"]
     pieces = [[launcher["count"], str(nodes["count"])], [launcher["rank"], str(nodes["rank"])]]
     if "address_port" in launcher:
@@ -665,14 +734,7 @@ def _nodes_pieces(engine, engine_version, nodes):
         pieces.extend([[launcher["address"], address], [launcher["port"], str(nodes["port"])]])
     if nodes["rank"] > 0 and launcher["worker"]:
         pieces.append([launcher["worker"]])
-    env = {}
-    if nodes.get("interface"):
-        # torch.distributed's CPU groups (gloo) and NCCL bind the interface the hosts share
-        env.update({"GLOO_SOCKET_IFNAME": nodes["interface"], "NCCL_SOCKET_IFNAME": nodes["interface"]})
-    if nodes.get("host_address") and engine == "vllm":
-        # the address the other ranks reach this one at (vLLM guesses it from the default route)
-        env["VLLM_HOST_IP"] = nodes["host_address"]
-    return pieces, env
+    return pieces
 
 
 def cpu_thread_bind(cpus, ranks):

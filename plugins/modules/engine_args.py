@@ -108,6 +108,15 @@ options:
                 tensor-parallel ranks to a share of them (C(SGLANG_CPU_OMP_THREADS_BIND)); unset, it gives
                 each rank a NUMA node and refuses more ranks, all hosts counted, than the host has nodes.
             type: int
+          launcher:
+            description:
+              - How the ranks meet. C(native) renders the engine version's own launcher flags above. C(ray)
+                renders vLLM's C(--distributed-executor-backend ray) on rank 0, which places the other
+                stages on the Ray cluster the C(ray_cluster) role runs; ranks above 0 run no engine then
+                (rendering one fails). C(serving_multinode_launcher), resolved.
+            type: str
+            choices: [native, ray]
+            default: native
       max_model_len:
         description: Context length in tokens, null for the engine default; C(serving_max_model_len).
         type: int
@@ -426,6 +435,7 @@ SPEC_OPTIONS = dict(
         host_address=dict(type="str"),
         interface=dict(type="str"),
         cpus=dict(type="int"),
+        launcher=dict(type="str", choices=["native", "ray"], default="native"),
     )),
     max_model_len=dict(type="int"),
     gpu_memory_fraction=dict(type="float"),

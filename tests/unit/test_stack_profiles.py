@@ -112,9 +112,30 @@ def test_lock_cuda_runtime_matches_the_cuda_line(profile):
 
 
 def test_every_lock_file_belongs_to_a_profile():
-    named = {e["lock"] for p in PROFILES_DATA.values() for e in p["engines"].values()}
+    named = {e[key] for p in PROFILES_DATA.values() for e in p["engines"].values()
+             for key in ("lock", "ray_lock") if e.get(key)}
     on_disk = set()
     for d in os.listdir(LOCKS):
         if os.path.isdir(os.path.join(LOCKS, d)):
             on_disk |= {"%s/%s" % (d, f) for f in os.listdir(os.path.join(LOCKS, d)) if f.endswith(".txt")}
     assert on_disk == named
+
+
+RAY_ENGINES = [(p, e) for p in sorted(PROFILES_DATA) for e in sorted(PROFILES_DATA[p]["engines"])
+               if e == "vllm"]
+
+
+@pytest.mark.parametrize("profile,engine", RAY_ENGINES)
+def test_an_instance_on_a_ray_cluster_gets_ray_from_the_profile(profile, engine):
+    """Each vLLM venv can carry Ray: in its lock, or from a ray_lock of the profile that keeps every pin
+    the engine lock shares with it (installed over it into the same venv)."""
+    eng = PROFILES_DATA[profile]["engines"][engine]
+    pins, _ = _pins(eng["lock"])
+    if "ray_lock" not in eng:
+        assert "ray" in pins, "%s has no Ray and %s/%s no ray_lock" % (eng["lock"], profile, engine)
+        return
+    assert eng["ray_lock"].startswith(profile + "/")
+    ray_pins, _ = _pins(eng["ray_lock"])
+    assert "ray" in ray_pins and "vllm" not in ray_pins and "torch" not in ray_pins
+    clash = dict((name, (pins[name], ray_pins[name])) for name in set(pins) & set(ray_pins) if pins[name] != ray_pins[name])
+    assert not clash, "%s and %s pin these differently: %s" % (eng["lock"], eng["ray_lock"], clash)

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """This scenario's two hosts as one model instance across them (serving_pipeline_parallel 2): the
 spec's checks, each rank's argv rendered by the translation point and parsed by the vLLM installed on
-that host, site.yml serving the instance through rank 0's gateway, a stopped rank named by readiness.
+that host, site.yml serving the instance through rank 0's gateway, a stopped rank named by readiness,
+the same instance's Ray cluster formed by ray_cluster.yml.
 Then the same hosts as a replica pool: two single-host instances behind one gateway, one engine killed
 under streamed load."""
 
@@ -88,9 +89,11 @@ def test_bad_instance_layouts_are_refused_before_any_change():
     assert "is in both a and b" in out
     rc, out = _play(validate, serving_distributed_port=8000)
     assert rc != 0 and "serving_distributed_port 8000 is the engine's own port" in out, out[-2000:]
-    # the default profile's vLLM (0.8.5.post1) spans hosts only on Ray, which the collection does not run
-    rc, out = _play(validate, serving_stack="cuda12.4", serving_allow_synthetic=True)
-    assert rc != 0 and "vLLM 0.8.5.post1 spans hosts only on a Ray cluster" in out, out[-2000:]
+    # the default profile's vLLM (0.8.5.post1) spans hosts only on a Ray cluster: its own launcher is refused
+    rc, out = _play(validate, serving_stack="cuda12.4", serving_allow_synthetic=True, serving_multinode_launcher="native")
+    assert rc != 0 and "serving_multinode_launcher: native: vLLM 0.8.5.post1 has no launcher of its own" in out, out[-2000:]
+    rc, out = _play(validate, serving_multinode_launcher="slurm")
+    assert rc != 0 and "value of serving_multinode_launcher must be one of: auto, native, ray, got: slurm" in out, out[-2000:]
 
 
 # The live instance: the RHEL host (rank 0, with the gateway test_offline.py set up) and the Debian
@@ -169,6 +172,82 @@ def test_a_stopped_rank_fails_readiness_naming_its_host():
     assert rc != 0, out[-2000:]
     assert "Instance qwen3-tiny-pp cannot serve: llmops-vllm.service is not running on %s (rank 1: inactive)" % RANK1 in out, \
         out[-3000:]
+
+
+RAY_UNIT = "llmops-ray.service"
+# Ray's object store in shared memory: the test hosts' /dev/shm is small, and vLLM passes no tensor through it.
+RAY = {"serving_multinode_launcher": "ray", "ray_cluster_object_store_memory": 83886080}
+
+
+def _ray_cluster(*args, **variables):
+    """playbooks/ray_cluster.yml on both hosts as the live instance on a Ray cluster: (rc, output, seconds)."""
+    extra = {"serving_pipeline_parallel": 2, "serving_instances": LIVE}
+    extra.update(RAY, **variables)
+    start = time.time()
+    res = subprocess.run(["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]),
+                          os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "ray_cluster.yml"),
+                          "-e", json.dumps(extra)] + list(args),
+                         capture_output=True, text=True, timeout=900, check=False,
+                         env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    return res.returncode, res.stdout + res.stderr, time.time() - start
+
+
+def test_the_instance_forms_a_ray_cluster_and_a_missing_worker_is_named():
+    """vLLM's CPU engine cannot run on Ray (the spec refuses it with the engine's reason): the cluster
+    itself is what runs here. The venv gets the profile's Ray lock, rank 0 runs the head and rank 1 a
+    worker as systemd units, the head waits for both; a second run changes nothing; a stopped worker
+    is named by the cluster's readiness."""
+    rank0, rank1 = (testinfra.get_host("podman://" + h) for h in (RANK0, RANK1))
+    # bad input first: a worker port range over the engine's port fails before anything is written
+    rc, out, dummy = _ray_cluster(ray_cluster_min_worker_port=7000, ray_cluster_max_worker_port=9000)
+    said = " ".join(out.split())
+    assert rc != 0 and "takes serving_listen (the engine's port)'s port 8000: move the range" in said, said[-2000:]
+    assert not rank0.file("/etc/systemd/system/" + RAY_UNIT).exists and not rank1.file("/etc/systemd/system/" + RAY_UNIT).exists
+    # and vLLM itself on a Ray cluster of CPU hosts, refused before any change with the engine's reason
+    rc, out = _play([{"name": "Check the engine's inputs", "ansible.builtin.include_role":
+                      {"name": "llmops.serving.engine", "tasks_from": "validate.yml"}}],
+                    gather_facts=True, serving_instances=LIVE, **RAY)
+    assert rc != 0 and "vLLM's CPU platform cannot run on a Ray cluster" in out, out[-2000:]
+    try:
+        rc, out, seconds = _ray_cluster()
+        assert rc == 0, out[-5000:]
+        print("Ray cluster of the two-host instance formed by ray_cluster.yml in %.0f s (venv with Ray included)" % seconds)
+        venv = rank0.check_output("systemctl show -p ExecStart --value %s" % RAY_UNIT)
+        assert "--head" in venv and "--block" in venv and "--address=" not in venv, venv
+        worker = rank1.check_output("systemctl show -p ExecStart --value %s" % RAY_UNIT)
+        assert "--address=" in worker and "--head" not in worker, worker
+        ray = re.search(r"path=(\S+/bin/ray)", venv).group(1)
+        address = re.search(r"--node-ip-address=(\S+)", venv).group(1)
+        # ray status reads the autoscaler's view, which takes a resource report from each node: a few seconds
+        deadline = time.time() + 60
+        while True:
+            status = rank0.run("runuser -u llmops -- %s status --address %s:6379" % (ray, address))
+            assert status.rc == 0, status.stderr[-2000:]
+            active = status.stdout.split("Active:", 1)[1].split("Pending:", 1)[0]
+            if len(re.findall(r"^\s*1 node_", active, re.M)) == 2 or time.time() > deadline:
+                break
+            time.sleep(2)
+        assert len(re.findall(r"^\s*1 node_", active, re.M)) == 2, status.stdout
+        print("ray status on rank 0: %s" % " ".join(active.split()))
+        # the units run as the engine's account, hardened
+        assert rank1.check_output("systemctl show -p User --value %s" % RAY_UNIT) == "llmops"
+        assert rank1.check_output("systemctl show -p ProtectSystem --value %s" % RAY_UNIT) == "strict"
+        rc, out, seconds = _ray_cluster()
+        changed = [task for task, result in re.findall(r"TASK \[([^\]]+)\][^\n]*\n(.*?)\n\n", out, re.S)
+                   if "changed:" in result]
+        assert rc == 0 and len(re.findall(r"changed=0 ", out)) == 2, (changed, out[-3000:])
+        print("a second ray_cluster.yml run: changed=0 on both hosts, %.0f s" % seconds)
+        rank1.run("systemctl stop %s" % RAY_UNIT)
+        rc, out = _play([{"name": "Wait for the cluster", "ansible.builtin.include_role":
+                          {"name": "llmops.serving.ray_cluster", "tasks_from": "ready.yml"}}],
+                        gather_facts=True, serving_instances=LIVE, ray_cluster_ready_timeout=20, **RAY)
+        assert rc != 0, out[-2000:]
+        assert "Ray cluster of instance qwen3-tiny-pp: 1 of 2 nodes joined after 20 s" in out, out[-3000:]
+        assert "%s (" % RANK1 in out and "rank 1) has not joined" in out, out[-3000:]
+    finally:
+        # the rest of the scenario runs without a cluster
+        for host in (rank0, rank1):
+            host.run("systemctl disable --now %s; rm -f /etc/systemd/system/%s; systemctl daemon-reload" % (RAY_UNIT, RAY_UNIT))
 
 
 # The replica pool: each host an instance of its own, behind one gateway (the RHEL host's, in the

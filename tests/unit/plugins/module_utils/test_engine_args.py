@@ -1311,6 +1311,66 @@ def test_each_rank_of_a_two_host_instance_renders_flags_the_versions_help_lists(
         assert "--headless" not in argvs[1]
 
 
+@pytest.mark.parametrize("version", sorted(v for e, v in HELP_FILES if e == "vllm"))
+def test_an_instance_on_a_ray_cluster_renders_the_ray_executor_on_rank_0_only(version):
+    # every pinned vLLM's --help lists the flag; rank 0 drives the cluster, the others run only Ray
+    placed = nodes(0, launcher="ray", interface="eth1", host_address="10.0.0.11")
+    rendered = ea.build("vllm", version, spec(pipeline_parallel=2, nodes=placed), validate_flags=False, python=PY)
+    flags = rendered["flags"]
+    assert flag_value(flags, "--distributed-executor-backend") == "ray"
+    assert "--distributed-executor-backend" in set(ea.help_options(help_text("vllm", version)))
+    assert flag_value(flags, "--pipeline-parallel-size") == "2"
+    assert not [f for f in flags if f in ("--nnodes", "--node-rank", "--master-addr", "--headless")]
+    assert rendered["env"]["GLOO_SOCKET_IFNAME"] == "eth1" and rendered["env"]["VLLM_HOST_IP"] == "10.0.0.11"
+    with pytest.raises(ea.EngineArgsError) as err:
+        ea.build("vllm", version, spec(pipeline_parallel=2, nodes=nodes(1, launcher="ray")), validate_flags=False,
+                 python=PY)
+    assert "rank 1 of an instance on a Ray cluster runs no engine of its own" in err.value.msg
+
+
+@pytest.mark.parametrize("choice,engine,version,gpu,kind", [
+    ("auto", "vllm", "0.32.0", True, "native"),
+    ("auto", "vllm", "0.8.5.post1", True, "ray"),
+    ("auto", "vllm", "0.32.0", False, "native"),
+    ("ray", "vllm", "0.19.1", True, "ray"),
+    # the cluster forms on CPU hosts; the engine cannot serve on it (ray_engine_problem)
+    ("ray", "vllm", "0.32.0", False, "ray"),
+    ("native", "sglang", "0.4.6.post5", True, "native"),
+    ("auto", "sglang", "0.5.23", False, "native"),
+])
+def test_the_launcher_follows_serving_multinode_launcher_and_the_engine_version(choice, engine, version, gpu, kind):
+    assert ea.launcher_kind(engine, version, choice, gpu=gpu) == kind
+
+
+@pytest.mark.parametrize("choice,engine,version,gpu,words", [
+    ("ray", "sglang", "0.5.23", True, "serving_multinode_launcher: ray: SGLang has no Ray executor"),
+    ("native", "vllm", "0.8.5.post1", True, "serving_multinode_launcher: native: vLLM 0.8.5.post1 has no launcher"),
+    ("auto", "vllm", "0.8.5.post1", False, "serving_multinode_launcher: native: vLLM 0.8.5.post1 has no launcher"),
+    ("Ray", "vllm", "0.32.0", True, "serving_multinode_launcher must be auto, native or ray, not 'Ray'"),
+    ("auto", "tgi", "1.0", True, "serving_engine must be one of sglang, vllm, not 'tgi'"),
+    ("auto", "vllm", "latest", True, "engine_version 'latest' is not a version number"),
+])
+def test_a_launcher_the_engine_cannot_run_is_refused_naming_the_variable(choice, engine, version, gpu, words):
+    with pytest.raises(ea.EngineArgsError) as err:
+        ea.launcher_kind(engine, version, choice, gpu=gpu)
+    assert words in err.value.msg
+
+
+def test_vllm_on_a_ray_cluster_of_cpu_hosts_is_refused_with_the_engines_reason():
+    # the engine's own reason: its CPU platform has no Ray device key (test_real_vllm_cpu_platform_...)
+    assert ea.ray_engine_problem("vllm", gpu=True) is None
+    problem = ea.ray_engine_problem("vllm", gpu=False)
+    assert problem.startswith("serving_multinode_launcher: ray: vLLM's CPU platform cannot run on a Ray cluster")
+    assert "'current platform cpu does not support ray'" in problem
+
+
+def test_the_ray_executor_flag_belongs_to_the_spec():
+    with pytest.raises(ea.EngineArgsError) as err:
+        ea.build("vllm", "0.32.0", spec(), extra_args={"distributed-executor-backend": "ray"}, validate_flags=False,
+                 python=PY)
+    assert "serving_instances" in err.value.msg
+
+
 def test_a_single_host_renders_no_pipeline_flags():
     # argv of every existing host stays byte-identical (no restart from this feature)
     for engine, version in (("vllm", "0.32.0"), ("sglang", "0.5.23")):
@@ -1396,6 +1456,18 @@ def test_real_vllm_parses_both_ranks_of_a_two_host_instance(warm):
         assert result["validated"] and result["validation_method"] == "parser"
         flags = result["flags"]
         assert "--enforce-eager" not in flags and flag_value(flags, "--compilation-config") == '{"backend":"eager","mode":1}'
+
+
+@needs_vllm
+def test_real_vllm_cpu_platform_has_no_ray_device_key_and_its_parser_takes_the_ray_executor(warm):
+    # why serving_multinode_launcher: ray is refused on CPU stacks: the installed engine's own platform
+    code = ("from vllm.platforms.cpu import CpuPlatform\nfrom vllm.platforms.interface import Platform\n"
+            "print(repr((CpuPlatform.ray_device_key, Platform.ray_device_key)))")
+    assert subprocess.check_output([VLLM_PY, "-c", code], universal_newlines=True).strip().splitlines()[-1] == "('', '')"
+    version = _installed(VLLM_PY, ["vllm-cpu", "vllm"])
+    result = ea.build("vllm", version, spec(pipeline_parallel=2, nodes=nodes(0, launcher="ray")), python=VLLM_PY,
+                      runner=warm)
+    assert result["validated"] and flag_value(result["flags"], "--distributed-executor-backend") == "ray"
 
 
 @needs_sglang
