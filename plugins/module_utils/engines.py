@@ -21,6 +21,33 @@ __metaclass__ = type
 
 import re
 
+# The terms of vLLM's V2 model runner (v1/worker/gpu/model_runner.py) where a budget row's v2_for
+# selects it: a warm-up sampler without top-k/top-p (the float32 logits only) and no CUDA-graph
+# memory estimate (profile_cudagraph_memory returns 0).
+V2_RUNNER = {"runner": "v2", "sampler_extra_bytes": 4, "sampler_buffer_rows": 0,
+             "cudagraph_in_budget": False, "kv_tokens_error_pct": None}
+# Measured KV-token errors (percent, rounded up), see the budget rows: the fourteen 1xH200 vLLM
+# 0.26.0 startups the 0.26 terms were fitted on (tests/fixtures/gpu/calibration, largest +0.158 %
+# and -0.152 %) and the three held out of the fit (tests/fixtures/gpu/holdout, largest -0.017 %);
+# the public vLLM 0.19 startups of tests/fixtures/gpu/public (Qwen3-8B on one A100 +0.431 %,
+# Qwen3-0.6B on an RTX 3060 -3.279 %, Qwen2.5-72B at TP 4 on PCIe L40S -5.395 %: there the
+# non-torch term, fitted on NVLink H200s, is too large). A start-up during which another process
+# freed GPU memory is outside any band (its README).
+V2_026_ERROR_PCT = 0.2
+V1_017_ERROR_PCT = 5.4
+# vLLM 0.26's V2 runner on dense models, fitted on the fourteen 1xH200 start-ups of
+# tests/fixtures/gpu/calibration only (plan.py's module docstring has each term's reasoning):
+#   non_torch_base_gib: the "non-torch memory" vLLM logged in every one of them (0.22 GiB);
+#   nccl_per_peer_gib: what plan.CALIBRATION's TP2 --enforce-eager run then leaves for its one
+#     NCCL peer (activation + non-torch about 1.31 GiB there; no TP2 breakdown line was recorded,
+#     so the planner's TP2 activation, the sampler's 0.87 GiB, is taken as is);
+#   activation_floor_rows: the profile run's torch peak does not fall below this many hidden-sized
+#     rows (per GPU: hidden / tp) at any max_num_batched_tokens up to 8192: 0.31 to 0.32 GiB per
+#     1000 hidden at 8192 tokens on all five shapes from 2560 to 5120 wide, 0.74 GiB at 2048 tokens
+#     where the MLP forward is 0.14 GiB (Qwen3-4B). 1.61 GiB / (5120 x 2 bytes) is 168,800 rows,
+#     0.80 GiB / (2560 x 2) and 0.32 GiB / (1024 x 2) are 167,800: 168,000.
+V2_026_TERMS = {"non_torch_base_gib": 0.22, "nccl_per_peer_gib": 0.22, "activation_floor_rows": 168000}
+
 REGISTRY = {
     "vllm": {
         "label": "vLLM",
@@ -106,11 +133,95 @@ REGISTRY = {
             ("0.0.0", {"think": "deepseek_r1"}),
             ("0.19.1", {"think": "qwen3"}),
         ],
-        # GPU memory budget behaviour (plan.py): whether CUDA-graph memory is inside the budget,
-        # the KV block size, and the scheduler defaults `vllm serve` picks by GPU size
+        # GPU memory budget behaviour (plan.py), read from vLLM's v1/worker/gpu_worker.py
+        # determine_available_memory, the model runners' profile_run and _dummy_sampler_run,
+        # v1/sample/, utils/mem_utils.py and engine/arg_utils.py get_batch_defaults of the released
+        # wheels 0.14.1, 0.15.0/0.15.1, 0.16.0, 0.17.0/0.17.1, 0.18.1, 0.19.1, 0.20.0 to 0.25.0 and
+        # 0.26.0. The same in all of them: available = total x utilization - weights - torch peak
+        # of the profile run - non-torch increase since the worker started (MemorySnapshot:
+        # cudaMemGetInfo used - torch reserved), and the scheduler defaults of `vllm serve`
+        # (8192 / 1024 on >= 70 GiB GPUs that are not A100, else 2048 / 256). What changes:
+        #   sampler_extra_bytes: bytes per warm-up row and vocabulary entry live at the sampler's
+        #     peak beyond the logits in the model dtype. The V1 runner (v1/worker/gpu_model_runner.py)
+        #     warms the sampler up with top-k and top-p on (all_greedy False), so the float32 logits,
+        #     the softmax probabilities and the exponential noise of random_sample are live at once
+        #     (12 bytes); 0.15 and 0.16 apply top-k/top-p by sorting (sort values, int64 indices,
+        #     the softmax of the sorted logits, two masks and the scatter: 26 bytes); 0.17 replaced
+        #     that by a Triton kernel (v1/sample/ops/topk_topp_triton.py) that keeps one cached
+        #     vocabulary-sized float32 row per program, one program per SM up to the rows
+        #     (sampler_buffer_rows, about 128: 108 SMs on A100, 132 on H100, 142 on L40S). The V2
+        #     runner (v1/worker/gpu/model_runner.py) samples without top-k/top-p in the warm-up:
+        #     the float32 copy only (4 bytes, the figure the 0.26 H200 runs were fitted with).
+        #   cudagraph_in_budget: whether the CUDA-graph memory estimate is subtracted from the KV
+        #     memory. 0.18 and 0.19 estimate it but subtract it only with
+        #     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (default 0); 0.20.0 makes 1 the default;
+        #     the V2 runner's profile_cudagraph_memory returns 0, so it never subtracts anything.
+        #   v2_for / v2: which models the V2 runner serves by default (config/vllm.py
+        #     _is_default_v2_model_runner_model; VLLM_USE_V2_MODEL_RUNNER unset) and the terms then.
+        #     ("architectures", names, conditions): a listed architecture, with the conditions
+        #     dense (not MoE) and unquantized where the release checks them; ("dense_or_architectures",
+        #     names): any model that is not a hybrid and is dense or listed. Before 0.22 the V1 runner
+        #     serves everything unless VLLM_USE_V2_MODEL_RUNNER=1.
+        #   kv_tokens_error_pct: the planner's largest KV-token error measured on real startups of
+        #     that runner and release range (tests/fixtures/gpu/calibration and holdout for 0.26, the
+        #     public logs of tests/fixtures/gpu/public for 0.17-0.19), rounded up; None where no
+        #     startup was compared.
+        #   non_torch_base_gib, nccl_per_peer_gib, activation_floor_rows: reserve terms fitted on a
+        #     release's own startups (V2_026_TERMS); rows without them use plan.py's constants.
+        # The first row (releases before 0.15, whose sampler warm-up was not read) keeps the figure
+        # the 0.26 H200 runs were fitted with.
         "budget": [
             ("0.0.0", {"cudagraph_in_budget": False, "block_size": 16,
-                       "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256)}),
+                       "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                       "sampler_extra_bytes": 4, "sampler_buffer_rows": 0, "runner": "v1",
+                       "kv_tokens_error_pct": None, "v2_for": None, "v2": None}),
+            ("0.15.0", {"cudagraph_in_budget": False, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 26, "sampler_buffer_rows": 0, "runner": "v1",
+                        "kv_tokens_error_pct": None, "v2_for": None, "v2": None}),
+            ("0.17.0", {"cudagraph_in_budget": False, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 12, "sampler_buffer_rows": 128, "runner": "v1",
+                        "kv_tokens_error_pct": V1_017_ERROR_PCT, "v2_for": None, "v2": None}),
+            ("0.20.0", {"cudagraph_in_budget": True, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 12, "sampler_buffer_rows": 128, "runner": "v1",
+                        "kv_tokens_error_pct": None, "v2_for": None, "v2": None}),
+            ("0.22.0", {"cudagraph_in_budget": True, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 12, "sampler_buffer_rows": 128, "runner": "v1",
+                        "kv_tokens_error_pct": None,
+                        "v2_for": ("architectures", ("Qwen3ForCausalLM",), ("dense", "unquantized")),
+                        "v2": V2_RUNNER}),
+            ("0.23.0", {"cudagraph_in_budget": True, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 12, "sampler_buffer_rows": 128, "runner": "v1",
+                        "kv_tokens_error_pct": None,
+                        "v2_for": ("architectures", ("LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"),
+                                   ("dense", "unquantized")),
+                        "v2": V2_RUNNER}),
+            ("0.24.0", {"cudagraph_in_budget": True, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 12, "sampler_buffer_rows": 128, "runner": "v1",
+                        "kv_tokens_error_pct": None,
+                        "v2_for": ("architectures", ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "LlamaForCausalLM",
+                                                     "MistralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3ForCausalLM"), ()),
+                        "v2": V2_RUNNER}),
+            ("0.25.0", {"cudagraph_in_budget": True, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 12, "sampler_buffer_rows": 128, "runner": "v1",
+                        "kv_tokens_error_pct": None,
+                        "v2_for": ("dense_or_architectures", ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM",
+                                                              "Qwen2MoeForCausalLM"), ()),
+                        "v2": V2_RUNNER}),
+            ("0.26.0", {"cudagraph_in_budget": True, "block_size": 16,
+                        "large_gpu_defaults": (8192, 1024), "small_gpu_defaults": (2048, 256),
+                        "sampler_extra_bytes": 12, "sampler_buffer_rows": 128, "runner": "v1",
+                        "kv_tokens_error_pct": None,
+                        "v2_for": ("dense_or_architectures", ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM",
+                                                              "InklingForCausalLM", "InklingForConditionalGeneration",
+                                                              "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"), ()),
+                        "v2": dict(V2_RUNNER, kv_tokens_error_pct=V2_026_ERROR_PCT, **V2_026_TERMS)}),
         ],
         # The memory figures it logs at start-up (validation.py; {N} is the number), in GiB:
         #   V1 (0.8+): "Model loading took X GiB and Y seconds", "Available KV cache memory: X GiB",
@@ -197,12 +308,14 @@ REGISTRY = {
             ("0.5.10", {"json": "qwen25", "xml": "qwen3_coder"}),
         ],
         "budget": [
-            ("0.0.0", {"cudagraph_in_budget": False, "block_size": 1}),
+            ("0.0.0", {"cudagraph_in_budget": False, "block_size": 1, "kv_tokens_error_pct": None}),
         ],
-        # model_runner "Load weight end. ... mem usage=X GB.", memory_pool "KV Cache is allocated.
+        # model_runner "Load weight begin. avail mem=X GB" (the memory free after its CUDA context and
+        # NCCL, which --mem-fraction-static takes its share of), "Load weight end. ... mem usage=X GB.", memory_pool "KV Cache is allocated.
         # #tokens: N, K size: A GB, V size: B GB" (later "KV Cache is allocated. dtype: D, #tokens: N,
         # ..." or "#tokens: N, KV size: X GB"), "max_total_num_tokens=N"; its "GB" are GiB (1 << 30)
         "startup_log": [
+            ("free_before_weights_gib", r"Load weight begin\..*?avail mem={N} ?GB"),
             ("weights_gib", r"Load weight end\..*?mem usage={N} ?GB"),
             ("kv_tokens", r"KV Cache is allocated\..*?#tokens: {N}"),
             ("kv_size_gib", r"KV Cache is allocated\..*?KV size: {N} ?GB"),

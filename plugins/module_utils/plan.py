@@ -18,8 +18,14 @@ How vLLM (V1 engine, 0.8 up to at least 0.26) budgets one GPU, read from its sta
     tokens       = floor(available_kv / (block_size x kv_bytes_per_token)) x block_size
 cuda_total is cudaMemGetInfo's total (what torch sees): NVML's total minus the memory the driver
 reserves (nvidia-smi "Reserved", NVML memory v2). Measured on H200: NVML 150754820096 - reserved
-644939776 = 150109880320 = torch.cuda.mem_get_info()[1], exactly (tests/fixtures/gpu/h200-x2-live). CUDA-graph memory is logged but not subtracted in
-these versions; ``BUDGET_RULES`` keys that by version so a later engine can change it.
+644939776 = 150109880320 = torch.cuda.mem_get_info()[1], exactly (tests/fixtures/gpu/h200-x2-live).
+What differs between vLLM releases and model runners (read from vLLM's source: the comment above
+the engine registry's budget rows) is keyed by version in those rows and resolved for the model by
+``budget_rule``: the sampler warm-up's size, whether the CUDA-graph memory estimate is subtracted
+(from 0.20.0 in the V1 model runner; the plan does not estimate it and says so in a notice), which
+models the V2 model runner serves, the reserve terms fitted per release (non-torch base, NCCL per
+peer, profile floor), and the measured error band of the KV tokens (``kv_tokens_error_pct`` of the
+plan; measured on dense models on one host only: 0.2 % for vLLM 0.26 on H200).
 
 The reserve terms when the real available KV memory is not given (``available_kv_bytes``), each
 with its assumption and source:
@@ -32,17 +38,39 @@ with its assumption and source:
     (vLLM's fused SiluAndMul; measured on H200 in eager PyTorch with an unfused silu, the peak was
     this plus the one extra I-sized temporary: tests/fixtures/gpu/h200-x2-live/torch.json);
     for MoE, I is replaced by experts_per_token x moe_intermediate_size; and (b) the sampler's
-    dummy run over min(max_num_seqs, T) rows of the vocabulary: logits in the model dtype plus
-    their fp32 copy, S x vocab x (act_bytes + 4). T and S are vLLM's own defaults for
+    dummy run over S = min(max_num_seqs, T) rows of the vocabulary: logits in the model dtype plus
+    what the release's warm-up keeps live per entry, S x vocab x (act_bytes + sampler_extra_bytes)
+    plus its own float32 rows (sampler_buffer_rows x vocab x 4): the fp32 copy only (4) in vLLM's
+    V2 model runner, 12 plus about 128 Triton top-k/top-p rows in the V1 runner from 0.17, 26 in
+    0.15 and 0.16 (the engine registry's budget rows). T and S are vLLM's own defaults for
     ``vllm serve`` unless given: 8192 / 1024 on GPUs with >= 70 GiB that are not A100, else
     2048 / 256 (vLLM engine/arg_utils.py, usage context OPENAI_API_SERVER). Source: the vLLM
-    profile_run (dummy forward at max_num_batched_tokens, then the dummy sampler run).
+    profile_run (dummy forward at max_num_batched_tokens, then the dummy sampler run). And where
+    the budget row has one (vLLM 0.26, V2 runner), (c) a floor that does not shrink with the
+    scheduler limits: activation_floor_rows x act_bytes x hidden/tp. An assumption fitted on the
+    fourteen 1xH200 start-ups of tests/fixtures/gpu/calibration, not read from vLLM's source: at
+    8192 batched tokens the logged peak of a fresh torch.compile is 0.31 to 0.32 GiB per 1000
+    hidden on every shape from 2560 to 5120 wide, whatever the intermediate size (13824 to 27648
+    at 5120) and the layer count, so it is not the MLP; at 2048 tokens it stays 0.74 GiB (Qwen3-4B,
+    0.80 at 8192) where (a) is 0.14 GiB. It is taken as a per-GPU hidden-sized buffer (hidden/tp)
+    because plan.CALIBRATION's TP2 runs leave no room for an unsharded one. A run that loads its
+    graph from vLLM's torch.compile cache peaks lower (0.62 vs 0.80 GiB for Qwen3-4B): the plan
+    keeps the fresh-compile figure, the first start on a host.
   * non-torch memory: CUDA/cuBLAS workspaces and lazily loaded kernel modules on one GPU
-    (NON_TORCH_BASE), NCCL buffers growing with the number of peers (NCCL_PER_PEER), and with
-    tp > 1, CUDA graphs and the custom all-reduce the extra buffers of that all-reduce
-    (CUSTOM_ALLREDUCE). These three are calibrated on the only real data we have, vLLM 0.26 on
-    H200 with Qwen2.5-32B (testing.md): TP1 62.95 GiB available, TP2 93.25 GiB per GPU, TP2 with
-    --enforce-eager --disable-custom-all-reduce 93.99 GiB; see CALIBRATION below.
+    (non_torch_base_gib), NCCL buffers growing with the number of peers (nccl_per_peer_gib), and
+    with tp > 1, CUDA graphs and the custom all-reduce the extra buffers of that all-reduce
+    (CUSTOM_ALLREDUCE). vLLM's worker measures it as cudaMemGetInfo's used memory minus torch's
+    reserved memory (utils/mem_utils.py MemorySnapshot). The budget row's values apply where it has
+    them, else NON_TORCH_BASE / NCCL_PER_PEER: those and CUSTOM_ALLREDUCE were solved from
+    vLLM 0.26 on H200 (NVLink) with Qwen2.5-32B (testing.md): TP1 62.95 GiB available, TP2 93.25
+    GiB per GPU, TP2 with --enforce-eager --disable-custom-all-reduce 93.99 GiB (CALIBRATION
+    below), with the activation of (a) and (b) only, so the 0.33 GiB base absorbed 0.11 GiB of
+    activation. vLLM 0.26's row: base 0.22 GiB, the "non-torch memory" its breakdown line logged in
+    all fourteen TP1 runs of tests/fixtures/gpu/calibration; with it and the floor (c), the TP2
+    eager run leaves 0.22 GiB for its one NCCL peer (the activation at TP2 is the sampler's
+    0.87 GiB either way) and the custom all-reduce stays 0.74 GiB. On a public vLLM 0.19 start-up
+    at TP 4 over PCIe (L40S, tests/fixtures/gpu/public) the per-peer term is too large: vLLM's
+    figures leave about 0.28 GiB where the plan has 0.66 GiB.
 SGLang budgets differently: --mem-fraction-static of the memory free after its CUDA context and
 NCCL start covers weights and the KV pool; activations and CUDA graphs live in the remainder, so:
     kv_pool = (cuda_total - non_torch) x mem_fraction_static - weights   (page size 1)
@@ -68,7 +96,7 @@ KV_DTYPE_BYTES = {
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
 }
 
-# Calibrated terms (GiB); see the module docstring.
+# Calibrated terms (GiB) where the engine registry's budget row has none; see the module docstring.
 NON_TORCH_BASE = 0.33
 NCCL_PER_PEER = 0.11
 CUSTOM_ALLREDUCE = 0.74
@@ -93,7 +121,9 @@ SGLANG_STATE_SLOTS = 512
 # Qwen2.5-32B-Instruct bf16, --gpu-memory-utilization 0.9, default T/S (8192 / 1024). Solving
 # total x 0.9 - weights - activation - non_torch = available for each run gives non-torch
 # 0.33 GiB at TP1, 0.44 GiB at TP2 eager (so NCCL ~0.11 GiB per peer) and 1.18 GiB at TP2 with
-# CUDA graphs and the custom all-reduce (+0.74 GiB). unit tests pin the three runs.
+# CUDA graphs and the custom all-reduce (+0.74 GiB) with the activation of the forward and the
+# sampler only; with vLLM 0.26's profile floor (1.60 GiB at TP1, under the sampler's 0.87 GiB at
+# TP2) the same runs give 0.22 GiB at TP1 and 0.22 GiB per NCCL peer. unit tests pin the three runs.
 CALIBRATION = [
     {"tp": 1, "eager": False, "available_gib": 62.95, "tokens": 257840},
     {"tp": 2, "eager": False, "available_gib": 93.25, "tokens": 763888},
@@ -113,6 +143,32 @@ def rule_for(engine, version):
             if parse_version(version) >= parse_version(first):
                 chosen = rule
     return chosen
+
+
+def uses_v2_runner(selector, model):
+    """Whether the engine serves `model` with its V2 model runner by default, per a budget row's
+    v2_for selector (see the engine registry's budget rows)."""
+    if not selector or not model:
+        return False
+    kind, names, conditions = selector
+    archs = model.get("architectures") or [model.get("architecture")]
+    listed = any(a in names for a in archs)
+    moe = bool(model.get("num_experts"))
+    if kind == "architectures":
+        return listed and not ("dense" in conditions and moe) and \
+            not ("unquantized" in conditions and model.get("quantization"))
+    if kind == "dense_or_architectures":
+        return not model.get("linear_attention_layers") and (listed or not moe)
+    raise ValueError("unknown v2_for selector %r" % (kind,))
+
+
+def budget_rule(engine, version, model=None):
+    """The engine registry's budget row for `version`, with the V2 runner's terms where that
+    runner serves `model` by default."""
+    rule = dict(rule_for(engine, version))
+    if rule.get("v2") and uses_v2_runner(rule.get("v2_for"), model):
+        rule.update(rule["v2"])
+    return rule
 
 
 def gib(value):
@@ -226,8 +282,14 @@ def scheduler_defaults(engine, version, gpu_name, gpu_bytes):
 
 
 def reserve_terms(model, tp, batched_tokens, num_seqs, engine="vllm", enforce_eager=False,
-                  custom_all_reduce=True):
-    """Activation peak and non-torch memory on each GPU, in bytes, with their parts."""
+                  custom_all_reduce=True, sampler_extra_bytes=4, sampler_buffer_rows=0,
+                  non_torch_base_gib=None, nccl_per_peer_gib=None, activation_floor_rows=0):
+    """Activation peak and non-torch memory on each GPU, in bytes, with their parts. The sampler's
+    warm-up keeps, per row and vocabulary entry, the logits in the model dtype plus
+    `sampler_extra_bytes`, and `sampler_buffer_rows` float32 vocabulary rows of its own; the
+    profile's peak is at least `activation_floor_rows` hidden-sized rows (hidden / tp), and the
+    non-torch memory is `non_torch_base_gib` plus `nccl_per_peer_gib` per NCCL peer (the engine
+    registry's budget row says each for the engine version; None: the module's constants)."""
     act_bytes = 4 if int(model.get("dtype_bytes") or 2) >= 4 else 2
     hidden = int(model["hidden_size"])
     inter = int(model.get("intermediate_size") or 4 * hidden)
@@ -238,20 +300,26 @@ def reserve_terms(model, tp, batched_tokens, num_seqs, engine="vllm", enforce_ea
     tokens = int(batched_tokens)
     rows = min(int(num_seqs), tokens)
     forward = tokens * act_bytes * (3 * hidden + 3 * inter // tp)
-    sampler = rows * vocab * (act_bytes + 4)
+    floor = int(activation_floor_rows) * act_bytes * (hidden // tp)
+    sampler = rows * vocab * (act_bytes + int(sampler_extra_bytes)) + \
+        min(int(sampler_buffer_rows), rows) * vocab * 4
     if engine == "sglang":
         non_torch = (SGLANG_NON_TORCH + NCCL_PER_PEER * (tp - 1)) * GIB
         return {"activation_bytes": 0, "forward_bytes": forward, "sampler_bytes": sampler,
                 "non_torch_bytes": int(non_torch), "custom_all_reduce_bytes": 0,
                 "note": "SGLang keeps activations and CUDA graphs outside "
                         "--mem-fraction-static"}
-    non_torch = NON_TORCH_BASE + NCCL_PER_PEER * (tp - 1)
+    base = NON_TORCH_BASE if non_torch_base_gib is None else float(non_torch_base_gib)
+    per_peer = NCCL_PER_PEER if nccl_per_peer_gib is None else float(nccl_per_peer_gib)
+    non_torch = base + per_peer * (tp - 1)
     extra = CUSTOM_ALLREDUCE if (tp > 1 and custom_all_reduce and not enforce_eager) else 0.0
-    return {"activation_bytes": max(forward, sampler), "forward_bytes": forward,
-            "sampler_bytes": sampler, "non_torch_bytes": int((non_torch + extra) * GIB),
+    return {"activation_bytes": max(forward, sampler, floor), "forward_bytes": forward,
+            "sampler_bytes": sampler, "activation_floor_bytes": floor,
+            "non_torch_bytes": int((non_torch + extra) * GIB),
             "custom_all_reduce_bytes": int(extra * GIB),
-            "note": "activation = max(forward at %d tokens, sampler over %d rows)"
-                    % (tokens, rows)}
+            "note": "activation = max(forward at %d tokens, sampler over %d rows%s)"
+                    % (tokens, rows, ", profile floor of %d hidden rows" % int(activation_floor_rows)
+                       if floor > max(forward, sampler) else "")}
 
 
 def weights_per_gpu(model, tp, pp=1):
@@ -301,7 +369,7 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
     """KV capacity on each GPU for one configuration. Returns a dict (no judgement). For a hybrid
     model, kv_tokens is the longest context one sequence gets once its recurrent states are
     counted (see hybrid_layout)."""
-    rule = rule_for(engine, version)
+    rule = budget_rule(engine, version, model)
     block = int(rule["block_size"])
     d_tokens, d_seqs = scheduler_defaults(engine, version, gpu_name, gpu_bytes)
     state_slots = int(num_seqs or SGLANG_STATE_SLOTS)
@@ -314,7 +382,9 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
                            enable_prefix_caching)
     weights = weights_per_gpu(model, tp, pp)
     terms = reserve_terms(model, tp, batched_tokens, num_seqs, engine, enforce_eager,
-                          custom_all_reduce)
+                          custom_all_reduce, rule.get("sampler_extra_bytes", 4),
+                          rule.get("sampler_buffer_rows", 0), rule.get("non_torch_base_gib"),
+                          rule.get("nccl_per_peer_gib"), rule.get("activation_floor_rows", 0))
     budget = int(gpu_bytes * float(fraction))
     if available_kv_bytes:
         available = int(available_kv_bytes)
@@ -357,6 +427,12 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
         "kv_blocks": int(blocks),
         "kv_tokens": int(tokens),
         "hybrid": hybrid,
+        "engine_runner": rule.get("runner"),
+        "cudagraph_in_budget": bool(rule.get("cudagraph_in_budget")) and not enforce_eager,
+        # the band was measured on first-principles plans of dense models on one host; a figure
+        # given from the engine's log, MoE, hybrid and multi-host plans have none
+        "kv_tokens_error_pct": None if (available_kv_bytes or model.get("num_experts") or hybrid
+                                        or int(pp) > 1) else rule.get("kv_tokens_error_pct"),
     }
 
 
@@ -498,6 +574,12 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
                 "serving_max_concurrency=%d is reached only with shorter requests (longer ones "
                 "wait or are preempted)" % (plan["sequences_at_max_model_len"], max_model_len,
                                             int(max_concurrency)))
+        if cap["cudagraph_in_budget"] and not available_kv_bytes:
+            warnings.append(
+                "vLLM %s takes its CUDA-graph memory estimate out of the KV cache memory "
+                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default in its %s model runner); "
+                "the plan does not estimate that memory, so the engine will report fewer KV tokens "
+                "than planned (its startup log names the estimate)" % (engine_version, cap["engine_runner"]))
         if engine == "vllm" and tp > 1 and custom_all_reduce and not enforce_eager:
             warnings.append(
                 "TP %d with CUDA graphs and the custom all-reduce: on hosts without NVLink "

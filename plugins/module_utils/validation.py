@@ -77,6 +77,9 @@ def expected_figures(engine, plan, kv_space_gib=None, max_total_tokens=None, kv_
             expected["weights_gib"] = plan["weights_per_gpu_bytes"] / GIB
         if plan.get("available_kv_bytes") and engine == "vllm":
             expected["available_kv_gib"] = plan["available_kv_bytes"] / GIB
+        if plan.get("gpu_memory_bytes") and plan.get("non_torch_bytes") and engine == "sglang":
+            # what SGLang's budget starts from: the GPU less its CUDA context and NCCL
+            expected["free_before_weights_gib"] = (plan["gpu_memory_bytes"] - plan["non_torch_bytes"]) / GIB
         return expected, "the plan (%s)" % plan.get("available_kv_source", "serving_plan")
     if engine == "vllm" and kv_space_gib and kv_bytes_per_token:
         block = int(block_size)
@@ -95,7 +98,7 @@ def compare_memory(engine, logged, expected, tolerance_pct, block_size=16):
     if "kv_tokens" not in logged and "kv_blocks" in logged:
         logged["kv_tokens"] = int(logged["kv_blocks"]) * int(block_size)
     checks = []
-    for figure in ("weights_gib", "available_kv_gib", "kv_tokens"):
+    for figure in ("free_before_weights_gib", "weights_gib", "available_kv_gib", "kv_tokens"):
         if figure not in expected:
             continue
         want = expected[figure]

@@ -217,7 +217,18 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: The plan; null when deferred (no GPU memory known yet).
+  description:
+    - The plan; null when deferred (no GPU memory known yet).
+    - C(kv_tokens) is the KV cache the engine should report at start-up ("GPU KV cache size" for vLLM),
+      C(available_kv_bytes) the memory behind it, with its source in C(available_kv_source)
+      (the engine's own figure when I(available_kv_bytes) is given, else the plan's first-principles budget).
+    - C(kv_tokens_error_pct) is the expected error band of C(kv_tokens) in percent for this engine
+      version and model runner, the largest error measured on real start-ups of that range (the engine
+      registry's budget rows, measured on dense models on one host); null where no start-up was compared,
+      for MoE, hybrid and multi-host plans, and when the figure was given.
+    - C(engine_runner) names the vLLM model runner the budget assumes (C(v1) or C(v2)), and
+      C(cudagraph_in_budget) whether that runner takes its CUDA-graph memory estimate out of the KV
+      memory, which the plan does not estimate (a notice then says so).
   returned: always
   type: dict
   sample:
@@ -226,11 +237,14 @@ plan:
     stages: [{stage: 0, layers: 64, weights_per_gpu_bytes: 65535164416}]
     gpu_memory_bytes: 150109880320
     weights_per_gpu_bytes: 65544529920
-    activation_bytes: 1610612736
-    non_torch_bytes: 354334801
-    available_kv_bytes: 67589652480
+    activation_bytes: 1720320000
+    non_torch_bytes: 236223201
+    available_kv_bytes: 67597819167
     kv_bytes_per_token: 262144
-    kv_tokens: 257824
+    kv_tokens: 257856
+    kv_tokens_error_pct: 0.2
+    engine_runner: v2
+    cudagraph_in_budget: false
     block_size: 16
     max_model_len: 32768
     sequences_at_max_model_len: 7

@@ -95,13 +95,14 @@ def test_first_principles_by_hand_at_tp4():
     weights = 65527752704 // 4 + 32768 * 128 * 4            # total_size / tp + rotary cache
     forward = 8192 * 2 * (3 * 5120 + 3 * 27648 // 4)        # T x bf16 x (3 hidden + 3 I/tp)
     sampler = 1024 * 152064 * (2 + 4)                       # S x vocab x (bf16 + fp32)
-    non_torch = int((0.33 + 3 * 0.11 + 0.74) * GIB)         # base + 3 peers + custom all-reduce
-    available = budget - weights - max(forward, sampler) - non_torch
-    assert available == 101251669095                        # 94.30 GiB
+    floor = 168000 * 2 * (5120 // 4)                        # profile floor: rows x bf16 x hidden/tp
+    non_torch = int((0.22 + 3 * 0.22 + 0.74) * GIB)         # base + 3 peers + custom all-reduce
+    available = budget - weights - max(forward, sampler, floor) - non_torch
+    assert available == 101015445894                        # 94.08 GiB
     assert plan["available_kv_bytes"] == available
     per_token = 2 * 64 * (8 // 4) * 128 * 2                 # 2 KV heads on each GPU
     assert plan["kv_bytes_per_token"] == per_token == 65536
-    assert plan["kv_tokens"] == available // (16 * per_token) * 16 == 1544976
+    assert plan["kv_tokens"] == available // (16 * per_token) * 16 == 1541360
 
 
 def test_vllm_defaults_depend_on_the_gpu():
@@ -114,7 +115,11 @@ def test_activation_terms_scale_with_batch_and_tp():
     small = h200_plan(1, max_num_batched_tokens=2048, max_num_seqs=256)
     big = h200_plan(1)
     assert big["forward_bytes"] == 4 * small["forward_bytes"]
-    assert big["kv_tokens"] < small["kv_tokens"]
+    # vLLM 0.26's profile peak does not shrink with the scheduler limits below the floor (1.60 GiB
+    # for 5120 wide: tests/fixtures/gpu/calibration), above it the forward at T takes over
+    assert big["kv_tokens"] == small["kv_tokens"]
+    assert big["activation_bytes"] == small["activation_bytes"] == 168000 * 2 * 5120
+    assert h200_plan(1, max_num_batched_tokens=16384, max_num_seqs=256)["kv_tokens"] < big["kv_tokens"]
     assert h200_plan(2)["forward_bytes"] < big["forward_bytes"]
 
 
