@@ -52,4 +52,5 @@ def problems(fixed, min_worker, max_worker, others):
         if low is not None and low <= port <= high:
             out.append("the Ray worker port range %s-%s (ray_cluster_min_worker_port..ray_cluster_max_worker_port) "
                        "takes %s's port %s: move the range" % (low, high, what, port))
-    return out
+    # each a sentence: the role joins them into one message
+    return [p + "." for p in out]

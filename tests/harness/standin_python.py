@@ -39,6 +39,15 @@ def interpreter_facts(python):
     return json.loads(subprocess.check_output([python, "-c", code], text=True))
 
 
+def wheels_outside(python):
+    """The wheels ensurepip installs from outside its own folder (a distribution's build keeps them
+    elsewhere, which a packed tree leaves behind)."""
+    code = ("import ensurepip, json, os; print(json.dumps([os.path.dirname(ensurepip.__file__)] + "
+            "[p.wheel_path for p in ensurepip._get_packages().values() if getattr(p, 'wheel_path', None)]))")
+    own, *paths = json.loads(subprocess.check_output([python, "-c", code], text=True))
+    return [p for p in paths if not os.path.abspath(p).startswith(os.path.abspath(own) + os.sep)]
+
+
 def needed_libraries(path):
     """Resolved non-glibc libraries of one ELF file, from ldd: name -> path."""
     out = subprocess.run(["ldd", path], capture_output=True, text=True, check=False).stdout
@@ -130,6 +139,13 @@ def main(argv=None):
     parser.add_argument("--python", default="python3.11", help="interpreter to pack")
     parser.add_argument("--mirror", required=True, help="folder laid out as <release>/<filename>")
     args = parser.parse_args(argv)
+    outside = wheels_outside(args.python)
+    if outside:
+        # Debian's and Ubuntu's python3.11 read ensurepip's wheels from /usr/share/python-wheels: a packed
+        # tree would make venvs on the controller and fail `python -m venv` on every test host.
+        sys.exit("standin_python.py: %s is a distribution build whose ensurepip reads its wheels from outside "
+                 "the tree it packs (%s): pack a CPython built from source instead (pyenv, or python.org's), first on "
+                 "PATH as python3.11 or given with --python" % (args.python, ", ".join(outside)))
     facts = interpreter_facts(args.python)
     minor = ".".join(facts["version"].split(".")[:2])
     arch = platform.machine()

@@ -196,7 +196,8 @@ def test_the_instance_forms_a_ray_cluster_and_a_missing_worker_is_named():
     """vLLM's CPU engine cannot run on Ray (the spec refuses it with the engine's reason): the cluster
     itself is what runs here. The venv gets the profile's Ray lock, rank 0 runs the head and rank 1 a
     worker as systemd units, the head waits for both; a second run changes nothing; a stopped worker
-    is named by the cluster's readiness."""
+    is named by the wait that the head's readiness and, on GPU stacks, rank 0's vLLM run; the
+    rollout's retire entry point takes both hosts off Ray when the instance leaves it."""
     rank0, rank1 = (testinfra.get_host("podman://" + h) for h in (RANK0, RANK1))
     # bad input first: a worker port range over the engine's port fails before anything is written
     rc, out, dummy = _ray_cluster(ray_cluster_min_worker_port=7000, ray_cluster_max_worker_port=9000)
@@ -244,6 +245,17 @@ def test_the_instance_forms_a_ray_cluster_and_a_missing_worker_is_named():
         assert rc != 0, out[-2000:]
         assert "Ray cluster of instance qwen3-tiny-pp: 1 of 2 nodes joined after 20 s" in out, out[-3000:]
         assert "%s (" % RANK1 in out and "rank 1) has not joined" in out, out[-3000:]
+        # the instance leaves Ray (its own launcher again): the rollout's retire entry point takes each
+        # host off it, and a second pass changes nothing
+        for expected in (r"changed=[1-9]", r"changed=0 "):
+            rc, out = _play([{"name": "Take the host off Ray", "ansible.builtin.include_role":
+                              {"name": "llmops.serving.ray_cluster", "tasks_from": "retire.yml"}}],
+                            gather_facts=True, serving_instances=LIVE, serving_multinode_launcher="native")
+            assert rc == 0 and len(re.findall(expected, out)) == 2, out[-3000:]
+        for host in (rank0, rank1):
+            assert not host.file("/etc/systemd/system/" + RAY_UNIT).exists
+            assert host.run("systemctl is-active %s" % RAY_UNIT).stdout.strip() in ("inactive", "unknown")
+            assert not host.run("pgrep -f '[r]ay start --block'").stdout.strip(), "a Ray node still runs"
     finally:
         # the rest of the scenario runs without a cluster
         for host in (rank0, rank1):

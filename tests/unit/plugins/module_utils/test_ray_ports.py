@@ -29,3 +29,8 @@ def test_the_defaults_fit():
 def test_ports_that_clash_are_named(fixed, low, high, words):
     found = ray_ports.problems(fixed, low, high, OTHERS)
     assert any(words in p for p in found), found
+
+
+def test_each_problem_is_a_sentence_of_its_own():
+    found = ray_ports.problems(FIXED, 6000, 7000, OTHERS)
+    assert len(found) == 3 and all(p.endswith(": move it or the range.") for p in found), found
