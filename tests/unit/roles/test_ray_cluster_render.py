@@ -24,6 +24,7 @@ PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the controller venv (make unit)")
 
+ENGINE_UNIT = os.path.join(REPO, "roles", "engine", "templates", "engine.service.j2")
 HOSTS = {"gpu-a": "10.0.0.11", "gpu-b": "10.0.0.12"}
 FACTS = ["serving_spec_ray", "serving_spec_runs_engine", "serving_spec_rank_unit", "serving_spec_unit",
          "__ray_cluster_wait_argv", "__ray_cluster_exec", "__ray_cluster_engine_on_cluster", "__ray_cluster_gpus"]
@@ -83,6 +84,8 @@ def test_rank_0_runs_vllm_after_the_head_and_only_once_every_host_and_gpu_joined
     assert dropins["gpu-b"] is None and dropin is not None, dropins
     assert "\nRequires=llmops-ray.service\nAfter=llmops-ray.service\n" in dropin, dropin
     assert 'Environment="RAY_ADDRESS=10.0.0.11:6379"' in dropin and "ReadWritePaths=/var/lib/llmops/ray" in dropin
+    # the engine's own RemoveIPC=yes would delete the Ray node's object store (same account) at each engine stop
+    assert "\nRemoveIPC=no\n" in dropin and "RemoveIPC=yes" in open(ENGINE_UNIT).read()
     # the engine's wait is the head's readiness wait: every host by name and address, 16 GPUs
     argv = _exec_start_pre(dropin)
     assert argv == head["__ray_cluster_wait_argv"], (argv, head["__ray_cluster_wait_argv"])
