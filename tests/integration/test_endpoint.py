@@ -20,19 +20,24 @@ OTHER_UNIT = "llmops-%s.service" % ("sglang" if ENGINE == "vllm" else "vllm")
 BASE = "http://%s" % LISTEN
 
 
-def request(host, method, path, body=None, key=API_KEY):
-    """curl inside the host; returns (status, parsed body or text)."""
-    cmd = ["curl", "-s", "-m", "120", "-o", "/tmp/resp", "-w", "%{http_code}", "-X", method, BASE + path]
+def timed_request(host, method, path, body=None, key=API_KEY):
+    """curl inside the host; returns (status, parsed body or text, seconds the request took)."""
+    cmd = ["curl", "-s", "-m", "120", "-o", "/tmp/resp", "-w", "%{http_code} %{time_total}", "-X", method, BASE + path]
     if key:
         cmd += ["-H", "Authorization: Bearer %s" % key]
     if body is not None:
         cmd += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
-    status = int(host.check_output(" ".join(shlex.quote(c) for c in cmd)))
+    status, seconds = host.check_output(" ".join(shlex.quote(c) for c in cmd)).split()
     text = host.file("/tmp/resp").content_string
     try:
-        return status, json.loads(text)
+        return int(status), json.loads(text), float(seconds)
     except ValueError:
-        return status, text
+        return int(status), text, float(seconds)
+
+
+def request(host, method, path, body=None, key=API_KEY):
+    """curl inside the host; returns (status, parsed body or text)."""
+    return timed_request(host, method, path, body, key)[:2]
 
 
 def special_ids(host):

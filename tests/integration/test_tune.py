@@ -16,13 +16,13 @@ import concurrent.futures
 import json
 import math
 import os
-import shlex
 import statistics
 import subprocess
 
 import pytest
 import yaml
 
+from test_endpoint import MODEL, timed_request
 from test_rerun import snapshot
 
 pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_RERUN") != "1", reason="scenario does not re-run site.yml")
@@ -56,17 +56,12 @@ def seconds_per_request(host):
     the median of three after one that warms up, each scaled to the cap when the answer stopped
     early."""
     cap = LOAD["tune_max_tokens_cap"]
-    body = {"model": os.environ.get("LLMOPS_MODEL", "qwen3-tiny"), "max_tokens": cap, "temperature": 0.7,
-            "messages": PROBE_MESSAGES}
-    cmd = " ".join(shlex.quote(c) for c in [
-        "curl", "-sf", "-m", "60", "-o", "/tmp/tune-probe.json", "-w", "%{time_total}",
-        "-H", "Authorization: Bearer %s" % os.environ["LLMOPS_API_KEY"], "-H", "Content-Type: application/json",
-        "-d", json.dumps(body), "http://%s/v1/chat/completions" % os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")])
+    body = {"model": MODEL, "max_tokens": cap, "temperature": 0.7, "messages": PROBE_MESSAGES}
     times = []
     for dummy in range(4):
-        total = float(host.check_output(cmd))
-        tokens = json.loads(host.file("/tmp/tune-probe.json").content_string)["usage"]["completion_tokens"]
-        times.append(total * cap / max(tokens, 1))
+        status, answer, seconds = timed_request(host, "POST", "/v1/chat/completions", body)
+        assert status == 200, answer
+        times.append(seconds * cap / max(answer["usage"]["completion_tokens"], 1))
     return statistics.median(times[1:])
 
 

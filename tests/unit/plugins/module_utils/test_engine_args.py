@@ -758,10 +758,12 @@ def test_real_vllm_parser(warm):
 @needs_sglang
 def test_real_sglang_parser(warm):
     version = _installed(SGLANG_PY, ["sglang"])
-    stack = {"device": "cpu", "attention-backend": "torch_native", "max-total-tokens": 4096,
-             "sampling-defaults": "openai"}
+    # the cpu profile's own flags, as the engine role passes them
+    stack = cpu_profile_args("sglang", pipeline=False)
+    assert stack["device"] == "cpu" and stack["sleep-on-idle"] is True
     result = ea.build("sglang", version, FULL, stack_args=stack, python=SGLANG_PY, runner=warm)
     assert result["validated"] and result["validation_method"] == "parser"
+    assert "--sleep-on-idle" in result["flags"] and "--attention-backend" in result["flags"]
     # the warm interpreter answers as a fresh one (the path the engine_args module takes on hosts)
     assert ea.build("sglang", version, FULL, stack_args=stack, python=SGLANG_PY) == result
     with pytest.raises(ea.EngineArgsError) as err:
