@@ -23,3 +23,5 @@ for p in "${profiles[@]}"; do
     echo "$out: $(grep -cE '^[a-zA-Z0-9]' "$out") packages"
   done
 done
+# the digests that name the venvs, beside the locks
+"$(dirname "$0")"/digests.sh

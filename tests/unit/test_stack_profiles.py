@@ -139,3 +139,26 @@ def test_an_instance_on_a_ray_cluster_gets_ray_from_the_profile(profile, engine)
     assert "ray" in ray_pins and "vllm" not in ray_pins and "torch" not in ray_pins
     clash = dict((name, (pins[name], ray_pins[name])) for name in set(pins) & set(ray_pins) if pins[name] != ray_pins[name])
     assert not clash, "%s and %s pin these differently: %s" % (eng["lock"], eng["ray_lock"], clash)
+
+
+def _engine_locks():
+    for pname, profile in sorted(PROFILES_DATA.items()):
+        for ename, engine in sorted((profile.get("engines") or {}).items()):
+            yield pname, ename, engine
+
+
+@pytest.mark.parametrize("pname,ename,engine", list(_engine_locks()), ids=lambda v: v if isinstance(v, str) else "")
+def test_shipped_venv_digests_match_their_locks(pname, ename, engine):
+    """The digest beside each lock (serving_spec_lock_digest reads it) is the lock's own sha256; a
+    venv on a Ray cluster has the digest of the engine lock followed by the Ray lock."""
+    import hashlib
+    parts = [engine["lock"]] + ([engine["ray_lock"]] if engine.get("ray_lock") else [])
+    names = [engine["lock"]] + (["%s+%s" % (engine["lock"], os.path.basename(engine["ray_lock"]))] if engine.get("ray_lock") else [])
+    for i, name in enumerate(names):
+        data = b"".join(open(os.path.join(LOCKS, part), "rb").read() for part in parts[:i + 1])
+        path = os.path.join(LOCKS, name + ".sha256")
+        assert os.path.isfile(path), "%s %s: no %s (run stacks/locks/digests.sh)" % (pname, ename, path)
+        with open(path) as f:
+            shipped = f.read().strip()
+        assert shipped == hashlib.sha256(data).hexdigest(), \
+            "%s.sha256 does not match its lock(s) %s: run stacks/locks/digests.sh" % (name, parts[:i + 1])
