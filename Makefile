@@ -197,9 +197,10 @@ molecule: tools images wheelhouse cache-dirs engine-venv  ## Molecule scenarios 
 results-reset:
 	rm -rf $(RESULTS)
 
-# The last lines: passed / failed / skipped per stage and scenario, and each failed test with its
-# line and message, also when a scenario failed (CI keeps the end of the output); a skip that
-# tests/skips-allowed.txt does not name fails the run.
+# The last lines: what the suite's ansible-playbook runs cost (the run_cost callback writes each run
+# to run-cost.jsonl), passed / failed / skipped / deselected per stage and scenario, and each failed
+# test with its line and message, also when a scenario failed (CI keeps the end of the output); a
+# skip or deselected test that tests/skips-allowed.txt does not name fails the run.
 .PHONY: test
 # (make -n runs a line that calls $(MAKE): the scenarios' exit status goes through a file, so that
 # a dry run prints the summary's line instead of running it.)
@@ -207,7 +208,8 @@ results-reset:
 # on 2 cores the first scenario's engine starts and Ansible runs leave a core mostly idle, and the
 # checks took about 8 min of the suite's wall time when they ran before it.
 test: results-reset tools images wheelhouse cache-dirs engine-venv sglang-venv promtool shellcheck  ## everything CI runs
-	mkdir -p $(RESULTS); $(MAKE) molecule SCENARIOS_BESIDE="make:checks $(SCENARIOS_BESIDE)" || echo $$? > $(RESULTS)/molecule.rc
+	mkdir -p $(RESULTS); LLMOPS_RUN_COST_FILE=$(RESULTS)/run-cost.jsonl \
+	  $(MAKE) molecule SCENARIOS_BESIDE="make:checks $(SCENARIOS_BESIDE)" || echo $$? > $(RESULTS)/molecule.rc
 	$(BIN)/python tests/harness/summarise_results.py $(RESULTS) tests/skips-allowed.txt
 	test ! -e $(RESULTS)/molecule.rc
 

@@ -34,7 +34,8 @@ DOCUMENTATION = """
             key: output_file
       label:
         description:
-          - A label written with the figures, to tell runs apart in the file.
+          - A label written with the figures, to tell runs apart in the file. Empty takes the pytest test
+            that started the run (C(PYTEST_CURRENT_TEST)) or the Molecule scenario (C(MOLECULE_SCENARIO_NAME)).
         default: ''
         env:
           - name: LLMOPS_RUN_COST_LABEL
@@ -74,6 +75,12 @@ LOCAL_ACTIONS = frozenset(
 def short_action(action):
     """ansible.builtin.X and the bare name X are one action."""
     return action if "." in (action or "") else "ansible.builtin.%s" % action
+
+
+def default_label(environ):
+    """The pytest test (without its phase) or the Molecule scenario that started the run."""
+    test = environ.get("PYTEST_CURRENT_TEST", "")
+    return test.rsplit(" (", 1)[0] if test else environ.get("MOLECULE_SCENARIO_NAME", "")
 
 
 class CallbackModule(CallbackBase):
@@ -127,7 +134,8 @@ class CallbackModule(CallbackBase):
         user = (now.user - self._times0.user) + (now.children_user - self._times0.children_user)
         system = (now.system - self._times0.system) + (now.children_system - self._times0.children_system)
         figures = {
-            "label": self.get_option("label"),
+            "label": self.get_option("label") or default_label(os.environ),
+            "scenario": os.environ.get("MOLECULE_SCENARIO_NAME", ""),
             "playbook": self._playbook,
             "argv": sys.argv[1:],
             "hosts": len(self._hosts),

@@ -294,11 +294,12 @@ def baseline_key(context):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def compare_bench(figures, baseline_figures, regression_pct):
+def compare_bench(figures, baseline_figures, regression_pct, floor_s=0.0):
     """Each figure against the baseline's. Returns a list of {figure, value, baseline, change_pct,
     worse_pct, ok}. worse_pct is how much more time the run took than the baseline: a latency's
     increase, or for throughput the baseline's rate over the run's, less one (25: a quarter more time
-    per token either way). A figure worse by more than regression_pct fails."""
+    per token either way). A figure worse by more than regression_pct fails, except a latency that is
+    worse by less than floor_s seconds (noise on a millisecond-scale figure)."""
     checks = []
     for name, dummy, better in BENCH_FIGURES:
         value, base = figures.get(name), baseline_figures.get(name)
@@ -310,8 +311,9 @@ def compare_bench(figures, baseline_figures, regression_pct):
             worse = float("inf") if value <= 0 else 100.0 * (base / value - 1)
         else:
             worse = change
+        below_floor = better == "lower" and value - base < float(floor_s)
         checks.append({"figure": name, "value": round(value, 4), "baseline": round(base, 4), "change_pct": change,
-                       "worse_pct": round(worse, 1), "ok": worse <= float(regression_pct)})
+                       "worse_pct": round(worse, 1), "ok": worse <= float(regression_pct) or below_floor})
     return checks
 
 

@@ -116,6 +116,13 @@ options:
         that is its increase; for throughput, the baseline's rate over the run's, less one.
     type: float
     default: 25.0
+  regression_floor_ms:
+    description:
+      - A latency worse than the baseline's by less than this many milliseconds is never a
+        regression, whatever its percentage (noise on a millisecond-scale figure). Throughput is
+        judged by O(regression_pct) alone.
+    type: float
+    default: 0.0
   fail_on:
     description:
       - Which findings fail the task (the others are reported only). The failing ones are also
@@ -368,7 +375,8 @@ def check_benchmark(module):
     mode = params["record_baseline"]
     if same and mode != "always":
         result["baseline_date"] = stored.get("recorded_at")
-        result["checks"] = v.compare_bench(figures, stored.get("figures", {}), params["regression_pct"])
+        result["checks"] = v.compare_bench(figures, stored.get("figures", {}), params["regression_pct"],
+                                           floor_s=params["regression_floor_ms"] / 1000.0)
         problems += ["benchmark: %s %s against the baseline's %s takes %.1f %% more time (limit %s %%); if the "
                      "change is deliberate, record a new baseline (validate_record_baseline: always)"
                      % (c["figure"], c["value"], c["baseline"], c["worse_pct"], params["regression_pct"])
@@ -422,6 +430,7 @@ def main():
             baseline_context=dict(type="dict", default={}),
             record_baseline=dict(type="str", default="missing", choices=["missing", "always", "never"]),
             regression_pct=dict(type="float", default=25.0),
+            regression_floor_ms=dict(type="float", default=0.0),
             fail_on=dict(type="list", elements="str", default=["memory", "gpu", "benchmark"],
                          choices=["memory", "gpu", "benchmark"]),
         ),
@@ -431,6 +440,8 @@ def main():
         module.fail_json(msg="tolerance_pct must be in 0..100, got %s" % module.params["tolerance_pct"])
     if not 0 <= module.params["regression_pct"] <= 1000:
         module.fail_json(msg="regression_pct must be in 0..1000, got %s" % module.params["regression_pct"])
+    if not 0 <= module.params["regression_floor_ms"] <= 60000:
+        module.fail_json(msg="regression_floor_ms must be in 0..60000, got %s" % module.params["regression_floor_ms"])
     memory, memory_problems, memory_notices = check_memory(module)
     gpu, gpu_problems, gpu_notices = check_gpu(module)
     notices = memory_notices + gpu_notices

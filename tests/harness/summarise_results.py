@@ -8,14 +8,18 @@ failure for every skip that the allow-list does not name.
 Each failed test is named with where it failed and the first line of its message, just above the
 summary line: CI keeps the end of the output.
 
-A skip in `make test` is a check that did not run. The allow-list (tests/skips-allowed.txt) names
+A skip in `make test` is a check that did not run, and so is a deselected test that no other stage
+ran (pytest's -k or -m left it out: tests/conftest.py writes them beside the JUnit file as
+<stage>.xml.deselected); a test that one scenario deselects because another runs it is no gap. The allow-list (tests/skips-allowed.txt) names
 the ones that cannot run on a machine without a GPU, each with a pattern of test ids and a comment
 that says why; anything else that skipped fails the run, named.
 
   summarise_results.py RESULTS_DIR ALLOW_LIST
 """
+import collections
 import fnmatch
 import glob
+import json
 import os
 import re
 import sys
@@ -70,24 +74,75 @@ def allowed(stage, test_id, entries):
     return any(fnmatch.fnmatch(stage, glob_) and regex.search(test_id) for glob_, regex, dummy in entries)
 
 
+def short_id(test_id):
+    """'module::name' of a test id, whatever package path its stage's pytest gave the module."""
+    module, _, name = test_id.partition("::")
+    return "%s::%s" % (module.rsplit(".", 1)[-1], name)
+
+
 def summarise(results_dir, entries):
     """(per-stage lines, totals, [unexpected skips], [failures]) for the JUnit files of results_dir."""
     lines, unexpected, failures = [], [], []
-    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    ran = set()
+    for path in glob.glob(os.path.join(results_dir, "*.xml")):
+        ran.update(short_id(test_id) for test_id, outcome, dummy in cases(path) if outcome != "skipped")
+    totals = {"passed": 0, "failed": 0, "skipped": 0, "deselected": 0}
     for path in sorted(glob.glob(os.path.join(results_dir, "*.xml"))):
         stage = os.path.basename(path)[:-len(".xml")]
-        counts = {"passed": 0, "failed": 0, "skipped": 0}
+        counts = {"passed": 0, "failed": 0, "skipped": 0, "deselected": 0}
         for test_id, outcome, message in cases(path):
             counts[outcome] += 1
             if outcome == "skipped" and not allowed(stage, test_id, entries):
                 unexpected.append("%s: %s (%s)" % (stage, test_id, message))
             if outcome == "failed":
                 failures.append("%s: %s at %s" % (stage, test_id, message))
+        for test_id in deselected(path):
+            if short_id(test_id.rsplit(" [", 1)[0]) in ran:
+                continue
+            counts["deselected"] += 1
+            if not allowed(stage, test_id, entries):
+                unexpected.append("%s: %s (deselected)" % (stage, test_id))
         for k in totals:
             totals[k] += counts[k]
-        lines.append("%-28s %d passed, %d failed, %d skipped"
-                     % (stage, counts["passed"], counts["failed"], counts["skipped"]))
+        lines.append("%-28s %d passed, %d failed, %d skipped, %d deselected"
+                     % (stage, counts["passed"], counts["failed"], counts["skipped"], counts["deselected"]))
     return lines, totals, unexpected, failures
+
+
+def deselected(junit_path):
+    """The test ids pytest deselected in the run that wrote junit_path."""
+    try:
+        with open(junit_path + ".deselected") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return []
+
+
+def run_costs(results_dir, top=12):
+    """Lines on what the suite's ansible-playbook runs cost (run_cost callback, run-cost.jsonl)."""
+    path = os.path.join(results_dir, "run-cost.jsonl")
+    try:
+        with open(path) as f:
+            runs = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return []
+    by_scenario = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
+    by_label = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
+    for run in runs:
+        for key, table in ((run.get("scenario") or "-", by_scenario), (run.get("label") or "-", by_label)):
+            row = table[key]
+            row[0] += 1
+            row[1] += run.get("wall_s", 0)
+            row[2] += run.get("cpu_s", 0)
+            row[3] += run.get("tasks", 0)
+    lines = ["== ansible-playbook runs (run_cost): %d runs, controller CPU %.0f s, wall %.0f s (summed over parallel runs)"
+             % (len(runs), sum(r.get("cpu_s", 0) for r in runs), sum(r.get("wall_s", 0) for r in runs))]
+    for name, (n, wall, cpu, tasks) in sorted(by_scenario.items()):
+        lines.append("  scenario %-20s %4d runs  CPU %6.0f s  wall %6.0f s  %7d tasks" % (name, n, cpu, wall, tasks))
+    lines.append("  the %d tests whose runs cost the controller most:" % top)
+    for name, (n, wall, cpu, tasks) in sorted(by_label.items(), key=lambda kv: -kv[1][2])[:top]:
+        lines.append("  %4d runs  CPU %6.0f s  wall %6.0f s  %s" % (n, cpu, wall, name))
+    return lines
 
 
 def main(argv):
@@ -104,7 +159,9 @@ def main(argv):
     if not lines:
         print("test summary: no JUnit file in %s: no stage wrote its results" % results_dir)
         return 1
-    print("== test summary (stage or scenario: passed, failed, skipped)")
+    for line in run_costs(results_dir):
+        print(line)
+    print("== test summary (stage or scenario: passed, failed, skipped, deselected)")
     for line in lines:
         print("  " + line)
     for item in failures:
@@ -112,9 +169,10 @@ def main(argv):
     for item in unexpected:
         print("UNEXPECTED SKIP %s" % item)
     if unexpected:
-        print("%d skip(s) not on the allow-list %s: make the test run here, or add it there with the reason"
+        print("%d skip(s) or deselected test(s) not on the allow-list %s: make the test run here, or add it there with the reason"
               % (len(unexpected), allow_list))
-    print("summary: %d passed, %d failed, %d skipped" % (totals["passed"], totals["failed"], totals["skipped"]))
+    print("summary: %d passed, %d failed, %d skipped" % (totals["passed"], totals["failed"],
+                                                         totals["skipped"] + totals["deselected"]))
     return 1 if unexpected or totals["failed"] else 0
 
 

@@ -10,6 +10,7 @@ import concurrent.futures
 import datetime
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -148,33 +149,72 @@ BAD_INPUTS = {
 }
 
 
+# Inputs whose checks read the host (its ports, its folders, the Python it has): they run against
+# the converged host itself. Every other bad input is checked on the controller before any host is
+# contacted, and runs as a host of its own in one generated play (test_bad_inputs_fail_on_the_controller).
+HOST_STATE_INPUTS = ("port_taken", "gateway_port_taken", "model_path", "lora_missing", "interpreter_system_only",
+                     "interpreter_no_build")
+
+
+def failures_by_host(out):
+    """Each host's failure text in a run's output (fatal: [HOST]: FAILED! => ... up to the next result)."""
+    found = {}
+    for m in re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! =>(.*?)(?=^(?:fatal|ok|skipping|changed|included):|^TASK |^PLAY |\Z)",
+                         out, re.M | re.S):
+        found.setdefault(m.group(1), m.group(2))
+    return found
+
+
+def assert_named_and_secret(name, extra, variable, rc, out):
+    assert rc != 0, "%s: the play passed with %s" % (name, extra)
+    assert variable in out, "%s: the failure does not name %s:\n%s" % (name, variable, out[-2500:])
+    for secret in [ENGINE_KEY] + [c["key"] for c in extra.get("gateway_api_keys", [])]:
+        assert len(secret) < 12 or secret not in out, "%s: a key is printed in the failure" % name
+
+
 @pytest.mark.engine_independent
-def test_bad_inputs_fail_before_anything_changes(host):
+def test_bad_inputs_fail_on_the_controller(tmp_path):
+    """One run, one generated host per bad input (local connection, never contacted): each fails in the
+    input checks with a message naming its variable, and the run stops before any other play."""
+    cases = dict((name, case) for name, case in dict(BAD_INPUTS, **tls_inputs()).items() if name not in HOST_STATE_INPUTS)
+    hosts = dict(("bad-%s" % name, dict(extra, ansible_connection="local")) for name, (extra, dummy) in cases.items())
+    generated = tmp_path / "bad-inputs.yml"
+    generated.write_text(json.dumps({"all": {"children": {"llm_servers": {"hosts": hosts}}}}))
+    cmd = ["ansible-playbook", "-i", os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]), "-i", str(generated),
+           os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml"), "--limit", "bad-*"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out[-3000:]
+    found = failures_by_host(out)
+    assert "Preflight the serving hosts" not in out and "Serve a Qwen chat model" not in out, out[-3000:]
+    for name, (extra, variable) in cases.items():
+        assert "bad-%s" % name in found, "%s: its host did not fail:\n%s" % (name, out[-2500:])
+        assert_named_and_secret(name, extra, variable, run.returncode, found["bad-%s" % name])
+
+
+@pytest.mark.engine_independent
+def test_bad_host_state_fails_before_anything_changes(host):
     before = snapshot(host)
-    bad_inputs = dict(BAD_INPUTS, **tls_inputs())
     # Other programs hold ports (transient units outside our llmops-* names).
     for port in (SQUAT_PORT, GATEWAY_SQUAT_PORT):
         host.run("systemd-run --unit squatter-%d python3 -m http.server %d --bind 127.0.0.1" % (port, port))
     listening = host.run("for i in $(seq 100); do ss -Hltn 'sport = :%d' | grep -q . && ss -Hltn 'sport = :%d' | grep -q . "
                          "&& exit 0; sleep 0.1; done; exit 1" % (SQUAT_PORT, GATEWAY_SQUAT_PORT))
+    cases = dict((name, BAD_INPUTS[name]) for name in HOST_STATE_INPUTS)
     try:
         # without them the "port taken" runs would really move the engine or the gateway to that port
         assert listening.rc == 0, "the squatters never listened on %d, %d" % (SQUAT_PORT, GATEWAY_SQUAT_PORT)
-        # two cores: a few validation plays at a time
-        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            runs = dict((name, pool.submit(playbook, extra=extra)) for name, (extra, _) in bad_inputs.items())
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            runs = dict((name, pool.submit(playbook, extra=extra)) for name, (extra, dummy) in cases.items())
             results = dict((name, fut.result()) for name, fut in runs.items())
     finally:
         for port in (SQUAT_PORT, GATEWAY_SQUAT_PORT):
             host.run("systemctl stop squatter-%d" % port)
-    for name, (extra, variable) in bad_inputs.items():
+    for name, (extra, variable) in cases.items():
         rc, out = results[name]
-        assert rc != 0, "%s: the play passed with %s" % (name, extra)
-        assert variable in out, "%s: the failure does not name %s:\n%s" % (name, variable, out[-2500:])
+        assert_named_and_secret(name, extra, variable, rc, out)
         # It stopped in the read-only plays: no task of the changing roles ran.
         assert "Serve a Qwen chat model" not in out, "%s: reached the changing play" % name
-        for secret in [ENGINE_KEY] + [c["key"] for c in extra.get("gateway_api_keys", [])]:
-            assert len(secret) < 12 or secret not in out, "%s: a key is printed in the failure" % name
     assert snapshot(host) == before
     assert host.service(UNIT).is_running
 
@@ -200,3 +240,32 @@ def test_a_self_signed_certificate_about_to_expire_is_renewed(host):
     # renewed once: the next run leaves it
     rc, out = playbook("--tags", "gateway")
     assert rc == 0 and not_after(host) == new
+
+
+# A hand edit of each kind of file the roles manage, and a stopped daemon: roles whose record of a
+# full run still matches skip their changing steps, so each of these must make its role run in full.
+HAND_EDITS = {
+    "/etc/systemd/system/%s" % UNIT: "sed -i 's/^Restart=.*/Restart=no/' {path}",
+    "/etc/llmops/%s.env" % ENGINE: "echo 'HAND_EDITED=1' >> {path}",
+    "/etc/nginx/llmops/proxy.conf": "echo '# hand edit' >> {path}",
+    "/etc/prometheus/prometheus.yml": "echo '# hand edit' >> {path}",
+    "/etc/llmops/chat-templates/qwen3.jinja": "echo '{{# hand edit #}}' >> {path}",
+}
+
+
+@pytest.mark.engine_independent
+def test_a_hand_edited_host_is_put_back_by_the_next_run(host):
+    before = dict((path, host.check_output("sha256sum %s" % path)) for path in HAND_EDITS)
+    for path, edit in HAND_EDITS.items():
+        host.check_output(edit.format(path=path))
+    host.check_output("systemctl stop prometheus-alertmanager")
+    assert all(host.check_output("sha256sum %s" % path) != digest for path, digest in before.items())
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    after = dict((path, host.check_output("sha256sum %s" % path)) for path in HAND_EDITS)
+    assert after == before, "not put back: %s" % sorted(p for p in before if after[p] != before[p])
+    assert host.service("prometheus-alertmanager").is_running
+    assert host.service(UNIT).is_running
+    # and the next run finds every role as its full run left it
+    rc, out = playbook()
+    assert rc == 0 and re.search(r"^llmops-default\S*\s+: ok=\d+\s+changed=0\s", out, re.M), out[-3000:]

@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """tests/harness/summarise_results.py: counts per stage from real pytest JUnit files, and a skip that
 the allow-list does not name fails `make test`."""
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -53,7 +55,7 @@ def summarise(results, allow):
 def test_counts_each_stage_and_fails_on_an_unlisted_skip(results):
     res = summarise(results, "# GPU only\nunit test_fixture\\[cuda\n")
     assert res.returncode == 1
-    assert "unit                         2 passed, 1 failed, 2 skipped" in res.stdout
+    assert "unit                         2 passed, 1 failed, 2 skipped, 0 deselected" in res.stdout
     assert "UNEXPECTED SKIP unit: test_sample::test_forgotten (set SOME_VENV to run)" in res.stdout
     assert "test_fixture" not in res.stdout.split("UNEXPECTED")[1]
     assert res.stdout.rstrip().endswith("summary: 2 passed, 1 failed, 2 skipped")
@@ -88,3 +90,33 @@ def test_a_failure_is_named_with_its_line_and_message_above_the_summary(results)
     lines = res.stdout.rstrip().splitlines()
     assert res.returncode == 1
     assert lines[-2] == "FAILED unit: test_sample::test_broken at test_sample.py:8: assert False", lines
+
+
+def test_a_test_deselected_everywhere_counts_like_a_skip_and_one_run_elsewhere_does_not(tmp_path):
+    """Two stages of one test file, each with a -k, through the real conftest hook (tests/conftest.py):
+    test_ok runs in stage b, so a's deselecting it is no gap; test_other runs nowhere."""
+    (tmp_path / "conftest.py").write_text(open(os.path.join(REPO, "tests", "conftest.py")).read())
+    (tmp_path / "test_pair.py").write_text("def test_ok():\n    pass\n\n\ndef test_other():\n    pass\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    for stage, expr in (("a", "not test_ok and not test_other"), ("b", "test_ok")):
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_pair.py", "-k", expr,
+                        "--junitxml=%s" % (out / ("%s.xml" % stage))], cwd=str(tmp_path), capture_output=True, check=False)
+    res = summarise(out, "")
+    assert res.returncode == 1, res.stdout
+    assert "UNEXPECTED SKIP a: test_pair::test_other [-k/-m] (deselected)" in res.stdout
+    assert "test_ok [" not in res.stdout
+    assert "UNEXPECTED SKIP b: test_pair::test_other [-k/-m] (deselected)" in res.stdout
+    assert res.stdout.rstrip().endswith("summary: 1 passed, 0 failed, 2 skipped")
+    assert summarise(out, "* test_pair::test_other \\[-k/-m\\]$\n").returncode == 0
+
+
+def test_the_cost_of_the_suites_playbook_runs_is_summed_by_scenario_and_test(results):
+    lines = [{"scenario": "default", "label": "test_rerun.py::test_x", "wall_s": 10, "cpu_s": 4, "tasks": 100},
+             {"scenario": "default", "label": "test_rerun.py::test_x", "wall_s": 6, "cpu_s": 2, "tasks": 50},
+             {"scenario": "offline", "label": "offline", "wall_s": 30, "cpu_s": 9, "tasks": 400}]
+    (results / "run-cost.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    res = summarise(results, "unit test_fixture\\[cuda\nunit test_forgotten\n")
+    assert "3 runs, controller CPU 15 s, wall 46 s" in res.stdout
+    assert re.search(r"scenario default\s+2 runs\s+CPU\s+6 s\s+wall\s+16 s\s+150 tasks", res.stdout), res.stdout
+    assert re.search(r"1 runs\s+CPU\s+9 s.*offline\n\s+2 runs\s+CPU\s+6 s.*test_rerun.py::test_x", res.stdout), res.stdout

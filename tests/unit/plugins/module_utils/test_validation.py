@@ -253,6 +253,22 @@ def test_benchmark_within_the_limit_passes_and_a_regression_is_named():
     assert all(c["ok"] for c in V.compare_bench(dict(base, output_tokens_per_s=4000.0, e2e_p50_s=0.1), base, 0))
 
 
+def test_a_latency_worse_by_less_than_the_floor_is_noise_not_a_regression():
+    # a converged CPU host's re-run: TTFT P50 31.2 -> 42.1 ms (+34.9 %), under a 20 ms floor
+    base = dict(V.bench_figures(SUMMARY), ttft_p50_s=0.0312, itl_p50_s=0.0025, e2e_p50_s=0.0994)
+    run = dict(base, ttft_p50_s=0.0421, itl_p50_s=0.0041, e2e_p50_s=0.1409)
+    strict = dict((c["figure"], c) for c in V.compare_bench(run, base, 25))
+    assert not strict["ttft_p50_s"]["ok"] and not strict["itl_p50_s"]["ok"] and not strict["e2e_p50_s"]["ok"]
+    floored = dict((c["figure"], c) for c in V.compare_bench(run, base, 25, floor_s=0.020))
+    assert floored["ttft_p50_s"]["ok"] and floored["itl_p50_s"]["ok"]
+    # 41.5 ms more end to end is past the floor: still a regression
+    assert not floored["e2e_p50_s"]["ok"]
+    # a latency that doubles past the floor fails; throughput has no floor
+    doubled = dict((c["figure"], c) for c in V.compare_bench(dict(run, ttft_p50_s=0.0624, output_tokens_per_s=1.0),
+                                                             base, 25, floor_s=0.020))
+    assert not doubled["ttft_p50_s"]["ok"] and not doubled["output_tokens_per_s"]["ok"]
+
+
 def test_the_baseline_key_follows_the_configuration():
     ctx = {"engine": "vllm", "version": "0.26.0", "unit_sha1": "ab", "load": [16, 4]}
     assert V.baseline_key(ctx) == V.baseline_key(dict(reversed(list(ctx.items()))))

@@ -1,0 +1,80 @@
+"""What each documented tag of site.yml selects, read from ansible-playbook --list-tasks (no host is
+contacted). A tag runs the input and host checks of the roles it runs and of no other role, and its
+own tasks belong to those roles: `--tags T` validates only what T changes. The integration test runs
+each tag alone, in check mode, on a converged host (tests/integration/test_readme.py)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+import readme_commands  # noqa: E402  pylint: disable=wrong-import-position
+
+# The roles each documented tag runs (the site.yml plays read by a reader of README.md's tag table).
+ROLES = {
+    "preflight": {"preflight"},
+    "driver": {"nvidia_driver"},
+    "cuda": {"cuda_toolkit"},
+    "venv": {"python_env"},
+    "kernels": {"sglang_kernels"},
+    "weights": {"model_weights"},
+    "tokenizer": {"tokenizer"},
+    "engine": {"engine", "ray_cluster", "rollout"},
+    "rollout": {"engine", "ray_cluster", "rollout"},
+    "monitoring": {"monitoring"},
+    "gateway": {"gateway"},
+    "validate": {"validate"},
+}
+# Roles whose tasks every tag may list: the spec every role depends on.
+SHARED = {"serving_spec"}
+
+
+def list_tasks(*args):
+    run = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", os.path.join(ROOT, "inventories", "demo"),
+                          os.path.join(ROOT, "playbooks", "site.yml"), "--list-tasks"] + list(args),
+                         capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    return [line.strip() for line in run.stdout.splitlines() if "\tTAGS: [" in line and not line.lstrip().startswith("play #")]
+
+
+def checks_of(tasks, kind):
+    """The roles whose 'Check the inputs (ROLE)' / 'Check the host (ROLE)' task is listed."""
+    return set(re.findall(r"^Check the %s \((\w+)\)\t" % kind, "\n".join(tasks), re.M))
+
+
+def roles_with_own_tasks(tasks, tag):
+    """Roles with a task listed for the tag itself (not only through `always`)."""
+    out = set()
+    for task in tasks:
+        name, _, tags = task.rpartition("\tTAGS: ")
+        m = re.match(r"^llmops\.serving\.(\w+) : ", name)
+        if m and tag in tags and "Validating arguments" not in name:
+            out.add(m.group(1))
+    return out
+
+
+def test_the_documented_tags_are_the_ones_checked_here():
+    assert set(readme_commands.tags()["site"]) == set(ROLES)
+
+
+@pytest.mark.parametrize("tag", sorted(ROLES))
+def test_a_tag_checks_and_runs_only_its_roles(tag):
+    tasks = list_tasks("--tags", tag)
+    expected = ROLES[tag]
+    inputs = checks_of(tasks, "inputs")
+    assert inputs <= expected, "--tags %s checks the inputs of roles it does not run: %s" % (tag, sorted(inputs - expected))
+    assert inputs or tag in ("preflight", "tokenizer"), "--tags %s checks no role's inputs" % tag
+    assert checks_of(tasks, "host") <= expected
+    own = roles_with_own_tasks(tasks, tag)
+    assert own, "--tags %s lists no task of its roles" % tag
+    assert own <= expected | SHARED, "--tags %s runs tasks of %s" % (tag, sorted(own - expected - SHARED))
+
+
+def test_a_tag_that_matches_nothing_runs_almost_nothing():
+    """Only the always-tagged skeleton (the inventory check, the spec and each role's fact resolution)."""
+    tasks = list_tasks("--tags", "no-such-tag")
+    assert not checks_of(tasks, "inputs") and not checks_of(tasks, "host")
+    assert len(tasks) < 80, "%d tasks listed for a tag that matches nothing" % len(tasks)
