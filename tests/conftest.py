@@ -16,7 +16,7 @@ def pytest_deselected(items):
 
 def junit_id(item):
     """'classname::name' as the JUnit file names the test (module path with dots)."""
-    path, _, name = item.nodeid.partition("::")
+    path, dummy, name = item.nodeid.partition("::")
     module = path[:-3] if path.endswith(".py") else path
     return "%s::%s" % (module.replace("/", "."), name.replace("::", "."))
 

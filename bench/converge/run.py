@@ -75,7 +75,7 @@ def fresh_hosts(names):
                "-v", "%s:/var/cache/apt/archives" % apt_archive(i),
                IMAGE, "/sbin/init")
     for name in names:
-        for _ in range(100):
+        for dummy in range(100):
             state = podman("exec", name, "systemctl", "is-system-running", check=False).stdout.strip()
             if state in ("running", "degraded"):
                 break
@@ -204,7 +204,7 @@ def table(runs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--hosts", default="1", help="host counts, comma-separated (1,2,4)")
     parser.add_argument("--before", default="", help="a commit to measure first (checked out beside the checkout)")
     parser.add_argument("--after", default="", help="a commit to measure in place of the checkout (checked out beside it)")

@@ -76,7 +76,7 @@ def allowed(stage, test_id, entries):
 
 def short_id(test_id):
     """'module::name' of a test id, whatever package path its stage's pytest gave the module."""
-    module, _, name = test_id.partition("::")
+    module, dummy, name = test_id.partition("::")
     return "%s::%s" % (module.rsplit(".", 1)[-1], name)
 
 

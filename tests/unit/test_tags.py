@@ -49,7 +49,7 @@ def roles_with_own_tasks(tasks, tag):
     """Roles with a task listed for the tag itself (not only through `always`)."""
     out = set()
     for task in tasks:
-        name, _, tags = task.rpartition("\tTAGS: ")
+        name, dummy, tags = task.rpartition("\tTAGS: ")
         m = re.match(r"^llmops\.serving\.(\w+) : ", name)
         if m and tag in tags and "Validating arguments" not in name:
             out.add(m.group(1))
