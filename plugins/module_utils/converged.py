@@ -16,8 +16,8 @@ __metaclass__ = type
 
 import hashlib
 import json
-import os
-import tempfile
+
+from ansible_collections.llmops.serving.plugins.module_utils.rollout import write_state
 
 STAMP_VERSION = 1
 
@@ -78,26 +78,6 @@ def differences(stamp, digest, files_now):
 
 
 def write_stamp(path, document):
-    """Write the stamp through a temporary file and a rename (0600, folder 0700). Returns whether
-    the content changed."""
-    text = json.dumps(document, sort_keys=True, indent=1) + "\n"
-    try:
-        with open(path) as handle:
-            if handle.read() == text:
-                return False
-    except (IOError, OSError):
-        pass
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        os.makedirs(folder, 0o700)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".stamp-")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, path)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
+    """Write the stamp through a temporary file and a rename (0600, folder 0700), as the rollout's
+    state file is written. Returns whether the content changed."""
+    return write_state(path, document)

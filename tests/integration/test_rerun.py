@@ -152,16 +152,17 @@ BAD_INPUTS = {
 # Inputs whose checks read the host (its ports, its folders, the Python it has): they run against
 # the converged host itself. Every other bad input is checked on the controller before any host is
 # contacted, and runs as a host of its own in one generated play (test_bad_inputs_fail_on_the_controller).
-HOST_STATE_INPUTS = ("port_taken", "gateway_port_taken", "model_path", "lora_missing", "interpreter_system_only",
-                     "interpreter_no_build")
+HOST_STATE_INPUTS = ("port_taken", "gateway_port_taken", "model_path", "lora_missing", "interpreter_mode",
+                     "interpreter_system_only", "interpreter_no_build")
 
 
 def failures_by_host(out):
-    """Each host's failure text in a run's output (fatal: [HOST]: FAILED! => ... up to the next result)."""
+    """Each host's first failure in a run's output (fatal: [HOST]: FAILED! => ... up to the next
+    result), its JSON string escapes undone so that a message reads as it was written."""
     found = {}
     for m in re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! =>(.*?)(?=^(?:fatal|ok|skipping|changed|included):|^TASK |^PLAY |\Z)",
                          out, re.M | re.S):
-        found.setdefault(m.group(1), m.group(2))
+        found.setdefault(m.group(1), m.group(2).replace('\\"', '"'))
     return found
 
 

@@ -120,14 +120,17 @@ def _play_on_el9(play):
     return res.returncode, " ".join((res.stdout + res.stderr).split())
 
 
-def _validate_on_el9(role, **variables):
-    """A role's read-only checks on the RHEL host with some variables set: (rc, output in one line)."""
+def _validate_on_el9(role, steps=("validate", "host_checks"), **variables):
+    """A role's read-only checks on the RHEL host with some variables set: (rc, output in one line).
+    validate.yml checks the inputs, host_checks.yml the host (the gateway's host checks need only the
+    facts of its resolve.yml: this host has no gateway keys of its own)."""
+    tasks = "".join("""    - ansible.builtin.include_role: {name: llmops.serving.%s, tasks_from: %s.yml}
+      vars: %s
+""" % (role, step, json.dumps(variables)) for step in steps)
     return _play_on_el9("""- hosts: %%s
   gather_facts: true
   tasks:
-    - ansible.builtin.include_role: {name: llmops.serving.%s, tasks_from: validate.yml}
-      vars: %s
-""" % (role, json.dumps(variables)))
+""" + tasks)
 
 
 def test_rhel_host_refusals_name_the_fix_before_any_change():
@@ -139,7 +142,8 @@ def test_rhel_host_refusals_name_the_fix_before_any_change():
   tasks:
     - ansible.builtin.include_role: {name: llmops.serving.python_env, tasks_from: interpreter_facts.yml}
     - ansible.builtin.debug: {msg: "CHOICE {{ python_env_interpreter_choice.summary }}"}
-    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: validate.yml}
+    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: resolve.yml}
+    - ansible.builtin.include_role: {name: llmops.serving.gateway, tasks_from: host_checks.yml}
       vars: {gateway_selinux_manage: false}
 """)
     assert "CHOICE python3.11 from RHEL 9 family's packages (python3.11)" in out, out[-2000:]
@@ -147,7 +151,7 @@ def test_rhel_host_refusals_name_the_fix_before_any_change():
     assert "refused: httpd_can_network_connect, semanage" in out, out[-2000:]
     assert "setsebool -P httpd_can_network_connect on" in out and "install policycoreutils-python-utils" in out
     assert "gateway_selinux_manage" in out
-    rc, out = _validate_on_el9("gateway", gateway_firewalld_zone="pubic")
+    rc, out = _validate_on_el9("gateway", ("resolve", "host_checks"), gateway_firewalld_zone="pubic")
     assert rc != 0 and 'gateway_firewalld_zone "pubic" is not a firewalld zone' in out, out[-2000:]
     assert re.search(r"\(.*\bpublic\b.*\): name one of them", out), out[-2000:]
     # the release path's origin: a mirror without the release, and a version that is not one
@@ -274,9 +278,11 @@ def test_rhel_gateway_is_idempotent_and_names_an_unlabelled_port():
                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
     out = res.stdout + res.stderr
     assert re.search(r"^%s\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0" % re.escape(name), out, re.M), out[-3000:]
-    rc, out = _validate_on_el9("gateway", gateway_selinux_manage=False, gateway_listen="0.0.0.0:9443")
+    rc, out = _validate_on_el9("gateway", ("resolve", "host_checks"), gateway_selinux_manage=False,
+                               gateway_listen="0.0.0.0:9443")
     assert rc != 0 and "refused: 9443/tcp as http_port_t" in out, out[-2000:]
     assert "semanage port -a -t http_port_t -p tcp 9443" in out
     # a port the policy already gives another type is modified, not added (semanage refuses -a there)
-    rc, out = _validate_on_el9("gateway", gateway_selinux_manage=False, gateway_listen="0.0.0.0:9433")
+    rc, out = _validate_on_el9("gateway", ("resolve", "host_checks"), gateway_selinux_manage=False,
+                               gateway_listen="0.0.0.0:9433")
     assert rc != 0 and "semanage port -m -t http_port_t -p tcp 9433" in out, out[-2000:]
