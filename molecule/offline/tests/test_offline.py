@@ -127,10 +127,11 @@ def _validate_on_el9(role, steps=("validate", "host_checks"), **variables):
     tasks = "".join("""    - ansible.builtin.include_role: {name: llmops.serving.%s, tasks_from: %s.yml}
       vars: %s
 """ % (role, step, json.dumps(variables)) for step in steps)
-    return _play_on_el9("""- hosts: %%s
+    # _play_on_el9 puts the host in with %: the tasks' own % signs are escaped for it
+    return _play_on_el9("""- hosts: %s
   gather_facts: true
   tasks:
-""" + tasks)
+""" + tasks.replace("%", "%%"))
 
 
 def test_rhel_host_refusals_name_the_fix_before_any_change():
