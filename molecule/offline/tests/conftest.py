@@ -6,3 +6,18 @@
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "scale_out: a replica pool or an SGLang instance across hosts (make test-scale-out)")
+
+
+def _load_deselected_hooks():
+    """tests/conftest.py's hooks that record deselected tests for the summary of `make test` (this
+    folder is outside tests/, where pytest would find them)."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "conftest.py")
+    spec = importlib.util.spec_from_file_location("llmops_tests_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.pytest_deselected, module.pytest_sessionfinish
+
+
+pytest_deselected, pytest_sessionfinish = _load_deselected_hooks()
