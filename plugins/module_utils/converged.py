@@ -14,24 +14,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import json
 
-from ansible_collections.llmops.serving.plugins.module_utils.rollout import write_state
+from ansible_collections.llmops.serving.plugins.module_utils.rollout import sha256, write_state
 
 STAMP_VERSION = 1
 
 
 def file_digest(path):
     """sha256 of a file's bytes; None when it does not exist (a file the role removes or never writes)."""
-    try:
-        with open(path, "rb") as handle:
-            digest = hashlib.sha256()
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
-    except (IOError, OSError):
-        return None
+    return sha256(path) or None
 
 
 def file_digests(paths):
