@@ -383,9 +383,15 @@ async def run_all(args):
             await run_phase(args, build_workload(args.warmup_requests, args.seed - 1, args.max_tokens_cap,
                                                  args.document_chars, prefix=args.run_prefix),
                             args.concurrency, deadline)
-        workload = build_workload(args.requests, args.seed, args.max_tokens_cap, args.document_chars,
-                                  prefix=args.run_prefix)
-        mixed = await run_phase(args, workload, args.concurrency, deadline)
+        # Each sample repeats the same mix; with --fresh-prefix each has prompts of its own, so that an
+        # earlier sample has not warmed the prefix cache for it.
+        samples = []
+        for index in range(args.samples):
+            prefix = "%s[sample %d] " % (args.run_prefix, index) if args.run_prefix and index else args.run_prefix
+            workload = build_workload(args.requests, args.seed, args.max_tokens_cap, args.document_chars,
+                                      prefix=prefix)
+            samples.append(await run_phase(args, workload, args.concurrency, deadline))
+        mixed = samples[0]
         sweep = []
         for level in args.sweep:
             levelled = build_workload(args.sweep_requests, args.seed + level, args.max_tokens_cap, args.document_chars,
@@ -403,11 +409,13 @@ async def run_all(args):
         "config": {"requests": args.requests, "concurrency": args.concurrency, "seed": args.seed,
                    "fresh_prefix": args.fresh_prefix, "warmup_requests": args.warmup_requests,
                    "max_tokens_cap": args.max_tokens_cap, "document_chars": args.document_chars,
-                   "temperature": TEMPERATURE, "sweep": args.sweep, "sweep_requests": args.sweep_requests,
+                   "samples": args.samples, "temperature": TEMPERATURE, "sweep": args.sweep, "sweep_requests": args.sweep_requests,
                    "duration_limit_s": args.duration, "mix": dict(MIX)},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "context": args.run_context,
         "mixed": mixed, "sweep": sweep, "memory": sampler.report(),
+        # every sample's summary, the first one (mixed) included
+        "samples": [phase["summary"] for phase in samples],
     }
 
 
@@ -803,6 +811,8 @@ def parse_args(argv=None):
     _add_target_args(run)
     run.add_argument("--requests", type=int, default=200)
     run.add_argument("--concurrency", type=int, default=32)
+    run.add_argument("--samples", type=int, default=1,
+                     help="run the mixed workload this many times (a comparison takes each figure's best sample)")
     run.add_argument("--sweep", default="1,8,32", help="comma-separated concurrency levels ('' for none)")
     run.add_argument("--sweep-requests", type=int, default=64)
     run.add_argument("--cgroup", default="", help="the engine unit's cgroup folder, for peak memory")
@@ -833,8 +843,8 @@ def parse_args(argv=None):
         parser.error("--warmup-requests must be 0 or more")
     if args.command == "run":
         args.sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
-        if args.requests < 1 or args.concurrency < 1 or any(level < 1 for level in args.sweep):
-            parser.error("--requests, --concurrency and --sweep levels must be positive")
+        if args.requests < 1 or args.concurrency < 1 or args.samples < 1 or any(level < 1 for level in args.sweep):
+            parser.error("--requests, --concurrency, --samples and --sweep levels must be positive")
         return args
     try:
         args.rates = parse_rates(args.rates)
@@ -884,7 +894,7 @@ def main(argv=None):
         ok = sum(p["summary"]["ok"] for p in result["phases"])
     else:
         result = asyncio.run(run_all(args))
-        ok = result["mixed"]["summary"]["ok"]
+        ok = sum(sample["ok"] for sample in result["samples"])
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle, ensure_ascii=False, indent=1)
     if args.command == "open":

@@ -288,18 +288,33 @@ def bench_figures(summary):
     return out
 
 
+def best_bench_figures(summaries):
+    """The figures of repeated samples of one load: each figure's best sample (the lowest latency,
+    the highest throughput), the requests and errors of all of them. A neighbour that steals the
+    CPU or the PCIe bus makes a sample slower, never faster: the best sample is the engine's own
+    figure, and a real regression slows every sample."""
+    each = [bench_figures(summary) for summary in summaries]
+    out = {"requests": sum(f["requests"] or 0 for f in each), "errors": sum(f["errors"] or 0 for f in each),
+           "samples": len(each)}
+    for name, dummy, better in BENCH_FIGURES:
+        values = [float(f[name]) for f in each if f.get(name) is not None]
+        out[name] = (max(values) if better == "higher" else min(values)) if values else None
+    return out
+
+
 def baseline_key(context):
     """What a baseline is only valid for: engine, version, model, flags, GPUs and the load."""
     text = json.dumps(context, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def compare_bench(figures, baseline_figures, regression_pct, floor_s=0.0):
+def compare_bench(figures, baseline_figures, regression_pct, floor_s=0.0, floor_tokens_per_s=0.0):
     """Each figure against the baseline's. Returns a list of {figure, value, baseline, change_pct,
     worse_pct, ok}. worse_pct is how much more time the run took than the baseline: a latency's
     increase, or for throughput the baseline's rate over the run's, less one (25: a quarter more time
     per token either way). A figure worse by more than regression_pct fails, except a latency that is
-    worse by less than floor_s seconds (noise on a millisecond-scale figure)."""
+    worse by less than floor_s seconds, or a throughput lower by less than floor_tokens_per_s (noise
+    on a small figure)."""
     checks = []
     for name, dummy, better in BENCH_FIGURES:
         value, base = figures.get(name), baseline_figures.get(name)
@@ -311,7 +326,7 @@ def compare_bench(figures, baseline_figures, regression_pct, floor_s=0.0):
             worse = float("inf") if value <= 0 else 100.0 * (base / value - 1)
         else:
             worse = change
-        below_floor = better == "lower" and value - base < float(floor_s)
+        below_floor = value - base < float(floor_s) if better == "lower" else base - value < float(floor_tokens_per_s)
         checks.append({"figure": name, "value": round(value, 4), "baseline": round(base, 4), "change_pct": change,
                        "worse_pct": round(worse, 1), "ok": worse <= float(regression_pct) or below_floor})
     return checks

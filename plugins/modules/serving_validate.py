@@ -90,7 +90,9 @@ options:
     description: Read the kernel log from this file instead of C(journalctl -k -b) (or C(dmesg) without journald).
     type: path
   benchmark_result:
-    description: A result file of C(llmops_loadgen.py run) (its mixed workload is compared).
+    description:
+      - A result file of C(llmops_loadgen.py run). Its mixed workload is compared; of a run of
+        several samples (C(--samples)), each figure's best sample is compared and recorded.
     type: path
   baseline_path:
     description: Where the host's baseline is kept (one file; JSON).
@@ -119,8 +121,13 @@ options:
   regression_floor_ms:
     description:
       - A latency worse than the baseline's by less than this many milliseconds is never a
-        regression, whatever its percentage (noise on a millisecond-scale figure). Throughput is
-        judged by O(regression_pct) alone.
+        regression, whatever its percentage (noise on a millisecond-scale figure).
+    type: float
+    default: 0.0
+  regression_floor_tokens_per_s:
+    description:
+      - An output throughput lower than the baseline's by less than this many tokens per second is
+        never a regression, whatever its percentage (noise on a small model's figure).
     type: float
     default: 0.0
   fail_on:
@@ -183,11 +190,12 @@ gpu:
 benchmark:
   description:
     - The run's figures, the baseline's and each comparison (C(checks)); C(recorded) when the run became the baseline.
+    - Of a run of several samples, C(figures) holds each figure's best sample, C(samples) their number.
     - C(skipped) says why there was no comparison.
   returned: always
   type: dict
   sample:
-    figures: {output_tokens_per_s: 1314.2, ttft_p50_s: 0.21}
+    figures: {output_tokens_per_s: 1314.2, ttft_p50_s: 0.21, samples: 3, requests: 48, errors: 0}
     checks:
       - {figure: output_tokens_per_s, value: 1290.1, baseline: 1314.2, change_pct: -1.8, worse_pct: 1.9, ok: true}
 notices:
@@ -358,25 +366,28 @@ def check_benchmark(module):
         return {"skipped": "no benchmark run"}, [], False
     try:
         with open(params["benchmark_result"], "r") as handle:
-            summary = json.load(handle)["mixed"]["summary"]
-    except (IOError, OSError, ValueError, KeyError, TypeError) as exc:
+            run = json.load(handle)
+        summaries = run.get("samples") or [run["mixed"]["summary"]]
+    except (IOError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return {"skipped": "no readable result"}, ["benchmark: cannot read %s: %s"
                                                    % (params["benchmark_result"], exc)], False
-    figures = v.bench_figures(summary)
+    figures = v.best_bench_figures(summaries)
+    samples = [summary.get("error_samples") or [] for summary in summaries]
     key = v.baseline_key(params["baseline_context"])
     result = {"figures": figures, "requests": figures["requests"], "errors": figures["errors"],
               "regression_pct": params["regression_pct"], "baseline_key": key}
     problems = []
     if figures["errors"]:
         problems.append("benchmark: %d of %d requests failed: %s" % (
-            figures["errors"], figures["requests"], "; ".join(summary.get("error_samples") or [])[:400]))
+            figures["errors"], figures["requests"], "; ".join(sorted(set(sum(samples, []))))[:400]))
     stored = load_baseline(params["baseline_path"])
     same = stored is not None and stored.get("key") == key
     mode = params["record_baseline"]
     if same and mode != "always":
         result["baseline_date"] = stored.get("recorded_at")
         result["checks"] = v.compare_bench(figures, stored.get("figures", {}), params["regression_pct"],
-                                           floor_s=params["regression_floor_ms"] / 1000.0)
+                                           floor_s=params["regression_floor_ms"] / 1000.0,
+                                           floor_tokens_per_s=params["regression_floor_tokens_per_s"])
         problems += ["benchmark: %s %s against the baseline's %s takes %.1f %% more time (limit %s %%); if the "
                      "change is deliberate, record a new baseline (validate_record_baseline: always)"
                      % (c["figure"], c["value"], c["baseline"], c["worse_pct"], params["regression_pct"])
@@ -431,6 +442,7 @@ def main():
             record_baseline=dict(type="str", default="missing", choices=["missing", "always", "never"]),
             regression_pct=dict(type="float", default=25.0),
             regression_floor_ms=dict(type="float", default=0.0),
+            regression_floor_tokens_per_s=dict(type="float", default=0.0),
             fail_on=dict(type="list", elements="str", default=["memory", "gpu", "benchmark"],
                          choices=["memory", "gpu", "benchmark"]),
         ),
@@ -442,6 +454,9 @@ def main():
         module.fail_json(msg="regression_pct must be in 0..1000, got %s" % module.params["regression_pct"])
     if not 0 <= module.params["regression_floor_ms"] <= 60000:
         module.fail_json(msg="regression_floor_ms must be in 0..60000, got %s" % module.params["regression_floor_ms"])
+    if module.params["regression_floor_tokens_per_s"] < 0:
+        module.fail_json(msg="regression_floor_tokens_per_s must be 0 or more, got %s"
+                         % module.params["regression_floor_tokens_per_s"])
     memory, memory_problems, memory_notices = check_memory(module)
     gpu, gpu_problems, gpu_notices = check_gpu(module)
     notices = memory_notices + gpu_notices

@@ -166,6 +166,14 @@ def failures_by_host(out):
     return found
 
 
+def why_failed(out, tail=3000):
+    """A failed run's output for an assertion message: each host's first failure on the first line
+    (the summary of `make test` keeps only that line), then the end of the output."""
+    found = failures_by_host(out)
+    first = "; ".join("%s: %s" % (host, " ".join(msg.split())[:600]) for host, msg in found.items()) or "no fatal line"
+    return "%s\n%s" % (first, out[-tail:])
+
+
 def assert_named_and_secret(name, extra, variable, rc, out):
     assert rc != 0, "%s: the play passed with %s" % (name, extra)
     assert variable in out, "%s: the failure does not name %s:\n%s" % (name, variable, out[-2500:])
@@ -262,11 +270,11 @@ def test_a_hand_edited_host_is_put_back_by_the_next_run(host):
     host.check_output("systemctl stop prometheus-alertmanager")
     assert all(host.check_output("sha256sum %s" % path) != digest for path, digest in before.items())
     rc, out = playbook()
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why_failed(out)
     after = dict((path, host.check_output("sha256sum %s" % path)) for path in HAND_EDITS)
     assert after == before, "not put back: %s" % sorted(p for p in before if after[p] != before[p])
     assert host.service("prometheus-alertmanager").is_running
     assert host.service(UNIT).is_running
     # and the next run finds every role as its full run left it
     rc, out = playbook()
-    assert rc == 0 and re.search(r"^llmops-default\S*\s+: ok=\d+\s+changed=0\s", out, re.M), out[-3000:]
+    assert rc == 0 and re.search(r"^llmops-default\S*\s+: ok=\d+\s+changed=0\s", out, re.M), why_failed(out)

@@ -99,6 +99,30 @@ def test_warmup_requests_go_first_and_are_left_out_of_a_closed_loop_run(tmp_path
         lg.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", "o", "--warmup-requests", "-1"])
 
 
+def test_samples_repeat_the_measured_load_each_with_prompts_no_earlier_sample_cached(tmp_path, monkeypatch):
+    sent = []
+
+    async def phase(args, workload, concurrency, deadline):
+        sent.append([r["messages"][0]["content"] for r in workload])
+        return {"summary": {"ok": len(workload), "run": len(sent)}, "records": []}
+
+    monkeypatch.setattr(lg, "run_phase", phase)
+    args = lg.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "o.json"),
+                          "--requests", "5", "--sweep", "", "--warmup-requests", "2", "--samples", "3", "--fresh-prefix"])
+    result = asyncio.run(lg.run_all(args))
+    assert [len(p) for p in sent] == [2, 5, 5, 5]
+    # the first sample is the mixed phase; every sample's summary is kept, in order
+    assert result["mixed"]["summary"]["run"] == 2 and [x["run"] for x in result["samples"]] == [2, 3, 4]
+    assert result["config"]["samples"] == 3
+    first, second, third = sent[1:]
+    # the same work, each sample's prompts starting apart from the others' and the warm-up's
+    assert len(set(first) | set(second) | set(third)) == 15
+    assert [c.split("] ", 2)[-1] for c in second] == [c.split("] ", 1)[-1] for c in first]
+    assert all(c.startswith(args.run_prefix) for p in sent for c in p)
+    with pytest.raises(SystemExit):
+        lg.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", "o", "--samples", "0"])
+
+
 def test_max_tokens_cap():
     assert {r["max_tokens"] for r in lg.build_workload(20, max_tokens_cap=32)} == {32}
 
@@ -194,6 +218,7 @@ def test_full_run_writes_results(engine, tmp_path, monkeypatch):
     assert result["mixed"]["summary"]["ok"] == 10 and result["mixed"]["summary"]["output_tokens"] == 40
     assert [p["concurrency"] for p in result["sweep"]] == [1, 2]
     assert result["mixed"]["by_kind"]["summary"]["requests"] == 2
+    assert result["samples"] == [result["mixed"]["summary"]]
 
 
 def test_the_key_is_read_from_the_engines_environment_file(tmp_path, monkeypatch):

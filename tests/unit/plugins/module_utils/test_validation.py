@@ -263,10 +263,42 @@ def test_a_latency_worse_by_less_than_the_floor_is_noise_not_a_regression():
     assert floored["ttft_p50_s"]["ok"] and floored["itl_p50_s"]["ok"]
     # 41.5 ms more end to end is past the floor: still a regression
     assert not floored["e2e_p50_s"]["ok"]
-    # a latency that doubles past the floor fails; throughput has no floor
+    # a latency that doubles past the floor fails; the latency floor is not a throughput floor
     doubled = dict((c["figure"], c) for c in V.compare_bench(dict(run, ttft_p50_s=0.0624, output_tokens_per_s=1.0),
                                                              base, 25, floor_s=0.020))
     assert not doubled["ttft_p50_s"]["ok"] and not doubled["output_tokens_per_s"]["ok"]
+
+
+def test_a_throughput_lower_by_less_than_the_floor_is_noise_not_a_regression():
+    # the tiny CPU model: 14.1 -> 10.3 tok/s is 36.9 % more time per token, but 3.8 tok/s
+    base = dict(V.bench_figures(SUMMARY), output_tokens_per_s=14.1)
+    run = dict(base, output_tokens_per_s=10.3)
+    assert not V.compare_bench(run, base, 25)[0]["ok"]
+    assert V.compare_bench(run, base, 25, floor_tokens_per_s=5)[0]["ok"]
+    # a GPU's 1300 -> 900 tok/s is far past a 5 tok/s floor
+    gpu = dict(base, output_tokens_per_s=1300.0)
+    assert not V.compare_bench(dict(gpu, output_tokens_per_s=900.0), gpu, 25, floor_tokens_per_s=5)[0]["ok"]
+
+
+def test_repeated_samples_are_judged_by_each_figures_best_sample():
+    quiet = dict(SUMMARY, output_tokens_per_s=400.0, ttft_s={"p50": 0.20}, itl_s={"p50": 0.020}, e2e_s={"p50": 1.5})
+    # a neighbour took the CPU during the first sample, and the third one's prefill
+    busy = dict(SUMMARY, output_tokens_per_s=250.0, ttft_s={"p50": 0.41}, itl_s={"p50": 0.031}, e2e_s={"p50": 2.6})
+    late = dict(SUMMARY, output_tokens_per_s=390.0, ttft_s={"p50": 0.35}, itl_s={"p50": 0.019}, e2e_s={"p50": 1.6})
+    best = V.best_bench_figures([busy, quiet, late])
+    assert best == {"requests": 48, "errors": 0, "samples": 3, "output_tokens_per_s": 400.0,
+                    "ttft_p50_s": 0.20, "itl_p50_s": 0.019, "e2e_p50_s": 1.5}
+    base = V.best_bench_figures([SUMMARY])
+    assert all(c["ok"] for c in V.compare_bench(best, base, 25))
+    # the first sample alone would have failed the gate
+    assert not all(c["ok"] for c in V.compare_bench(V.best_bench_figures([busy]), base, 25))
+    # a real regression slows every sample: their best fails too
+    slow = [dict(SUMMARY, output_tokens_per_s=t, ttft_s={"p50": 0.3}, itl_s={"p50": 0.03}, e2e_s={"p50": 2.4})
+            for t in (260.0, 270.0, 255.0)]
+    failed = [c["figure"] for c in V.compare_bench(V.best_bench_figures(slow), base, 25) if not c["ok"]]
+    assert failed == ["output_tokens_per_s", "ttft_p50_s", "itl_p50_s", "e2e_p50_s"]
+    # errors of any sample count
+    assert V.best_bench_figures([SUMMARY, dict(SUMMARY, errors=2)])["errors"] == 2
 
 
 def test_the_baseline_key_follows_the_configuration():
