@@ -209,7 +209,7 @@ results-reset:
 # checks took about 8 min of the suite's wall time when they ran before it.
 test: results-reset tools images wheelhouse cache-dirs engine-venv sglang-venv promtool shellcheck  ## everything CI runs
 	mkdir -p $(RESULTS); LLMOPS_RUN_COST_FILE=$(RESULTS)/run-cost.jsonl \
-	  $(MAKE) molecule SCENARIOS_BESIDE="make:checks $(SCENARIOS_BESIDE)" || echo $$? > $(RESULTS)/molecule.rc
+	  $(MAKE) molecule SCENARIOS_BESIDE="make:checks $(SCENARIOS_BESIDE) make:test-demo" || echo $$? > $(RESULTS)/molecule.rc
 	$(BIN)/python tests/harness/summarise_results.py $(RESULTS) tests/skips-allowed.txt
 	test ! -e $(RESULTS)/molecule.rc
 
@@ -238,6 +238,13 @@ demo: tools images wheelhouse cache-dirs  ## serve a tiny Qwen-shaped model on a
 .PHONY: demo-down
 demo-down:  ## remove the demo host
 	tests/harness/demo.sh down
+
+# The demo as a user runs it, on both engines, on a host of its own (tests/demo): part of `make test`,
+# in the lane beside the scenarios.
+.PHONY: test-demo
+test-demo: tools images wheelhouse cache-dirs  ## make demo on vLLM then SGLang: an answer through the gateway, re-runs changed=0
+	mkdir -p $(RESULTS)
+	$(BIN)/python -m pytest -v -s -p no:cacheprovider tests/demo --junitxml=$(RESULTS)/demo.xml
 
 .PHONY: clean
 clean:  ## remove per-checkout state (not the shared LLMOPS_CACHE)

@@ -203,6 +203,48 @@ def table(runs):
     return "\n".join(rows)
 
 
+def fit(points):
+    """Least squares of y = fixed + per_host * hosts over [(hosts, y)]: (fixed, per_host)."""
+    n = len(points)
+    mean_x = sum(x for x, dummy in points) / float(n)
+    mean_y = sum(y for dummy, y in points) / float(n)
+    spread = sum((x - mean_x) ** 2 for x, dummy in points)
+    per_host = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
+    return mean_y - per_host * mean_x, per_host
+
+
+def curve(runs, tree, case, fleet=1000, cores=2):
+    """How a case's cost grows with the hosts of one run (all at once: forks >= hosts), and what a
+    fleet of `fleet` hosts would cost the controller on that line. Controller CPU is the bound: a
+    run cannot take less wall time than its CPU seconds over the controller's cores. None with
+    fewer than two host counts."""
+    points = sorted(((r["hosts"], r) for r in runs if r["tree"] == tree and r["case"] == case and "problem" not in r
+                     and r.get("cpu_s") is not None), key=lambda point: point[0])
+    if len(set(h for h, dummy in points)) < 2:
+        return None
+    cpu_fixed, cpu_per_host = fit([(h, r["cpu_s"]) for h, r in points])
+    wall_fixed, wall_per_host = fit([(h, r["wall_s"]) for h, r in points])
+    cpu = cpu_fixed + cpu_per_host * fleet
+    return {"tree": tree, "case": case, "hosts": [h for h, dummy in points],
+            "cpu_s_per_host": [round(r["cpu_s"] / h, 2) for h, r in points],
+            "cpu_fixed_s": round(cpu_fixed, 2), "cpu_per_extra_host_s": round(cpu_per_host, 2),
+            "wall_fixed_s": round(wall_fixed, 2), "wall_per_extra_host_s": round(wall_per_host, 2),
+            "fleet": fleet, "fleet_cpu_s": round(cpu, 1), "fleet_cores": cores,
+            "fleet_wall_floor_s": round(cpu / cores, 1)}
+
+
+def curve_text(curves):
+    rows = ["| tree | case | hosts | CPU s/host | CPU s fixed | CPU s per extra host | wall s per extra host "
+            "| %s hosts: controller CPU s | wall floor on %s cores |" % (curves[0]["fleet"], curves[0]["fleet_cores"]),
+            "|---|---|---|---|---|---|---|---|---|"]
+    for c in curves:
+        rows.append("| %s | %s | %s | %s | %.1f | %.2f | %.2f | %.0f | %.0f s (%.1f h) |" % (
+            c["tree"], c["case"], ",".join(str(h) for h in c["hosts"]), ", ".join(str(x) for x in c["cpu_s_per_host"]),
+            c["cpu_fixed_s"], c["cpu_per_extra_host_s"], c["wall_per_extra_host_s"], c["fleet_cpu_s"],
+            c["fleet_wall_floor_s"], c["fleet_wall_floor_s"] / 3600.0))
+    return "\n".join(rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--hosts", default="1", help="host counts, comma-separated (1,2,4)")
@@ -235,10 +277,16 @@ def main():
             "before": args.before, "after": args.after or "checkout", "engine": args.engine, "cores": os.cpu_count(),
             "command": " ".join([".venv/bin/python", "bench/converge/run.py"] + sys.argv[1:])}
     out = os.path.join(ROOT, "bench", "results", args.out or "converge-%s" % stamp)
+    curves = [c for c in (curve(runs, label, case, cores=os.cpu_count()) for label, dummy in trees
+                          for case in ("first", "rerun", "tags_engine", "bad_input")) if c]
     with open(out + ".json", "w") as handle:
-        json.dump({"meta": meta, "runs": runs}, handle, indent=1, sort_keys=True)
+        json.dump({"meta": meta, "runs": runs, "curves": curves}, handle, indent=1, sort_keys=True)
     text = "# site.yml run cost (%s)\n\n`%s` at %s, %d cores, engine %s.\n\n%s\n" % (
         stamp, meta["command"], meta["checkout"], meta["cores"], args.engine, table(runs))
+    if curves:
+        text += ("\n## Cost per host as the hosts grow (one run, forks >= hosts)\n\n%s\n\nA straight line through "
+                 "each case's runs; the last columns extend it to a fleet. The controller's CPU bounds a run from "
+                 "below: its CPU seconds over the controller's cores.\n" % curve_text(curves))
     with open(out + ".md", "w") as handle:
         handle.write(text)
     print(text)

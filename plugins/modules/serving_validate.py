@@ -442,7 +442,7 @@ def main():
             record_baseline=dict(type="str", default="missing", choices=["missing", "always", "never"]),
             regression_pct=dict(type="float", default=25.0),
             regression_floor_ms=dict(type="float", default=0.0),
-            regression_floor_tokens_per_s=dict(type="float", default=0.0),
+            regression_floor_tokens_per_s=dict(type="float", default=0.0, no_log=False),
             fail_on=dict(type="list", elements="str", default=["memory", "gpu", "benchmark"],
                          choices=["memory", "gpu", "benchmark"]),
         ),
