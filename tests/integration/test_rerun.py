@@ -103,6 +103,10 @@ BAD_INPUTS = {
     "old_tls": ({"gateway_tls_protocols": ["TLSv1", "TLSv1.2"]}, "gateway_tls_protocols"),
     "engine_env_dollar": ({"engine_environment": {"HOME_COPY": "$HOME"}}, "engine_environment"),
     "kernels_mode": ({"sglang_kernels_mode": "fast"}, "sglang_kernels_mode"),
+    # a type that only the roles' argument specs check: refused with the input checks, not by the
+    # play that would change the gateway after the engines were rolled
+    "gateway_burst_type": ({"gateway_burst_per_key": "lots"}, "argument 'gateway_burst_per_key' is of type str"),
+    "engine_timeout_type": ({"engine_readiness_timeout": "soon"}, "argument 'engine_readiness_timeout' is of type str"),
     # a misspelt spec variable would be ignored and the spec's own value served
     "typo": ({"serving_modle": {"name": "qwen3-32b", "source": "hf://Qwen/Qwen3-32B@main"}},
              "serving_modle is not a variable of the serving spec: did you mean serving_model?"),
