@@ -141,7 +141,9 @@ BAD_INPUTS = {
     "validate_benchmark_unbounded": ({"validate_benchmark_duration_s": 0}, "validate_benchmark_duration_s"),
     "validate_warmup_negative": ({"validate_benchmark_warmup_requests": -4}, "validate_benchmark_warmup_requests 0..1000 (got -4)"),
     # the profile's Python: a source that does not exist, none allowed on this Debian 13 host, a mirror without builds
-    "interpreter_mode": ({"python_env_interpreter": "conda"}, "python_env_interpreter is 'conda': use one of auto"),
+    # (refused on the controller by the role's argument spec, before the host's Pythons are read)
+    "interpreter_mode": ({"python_env_interpreter": "conda"},
+                         "value of python_env_interpreter must be one of: auto, system, os-package, standalone, got: conda"),
     "interpreter_system_only": ({"python_env_interpreter": "system"},
                                 "needs Python 3.11 (its locks are compiled for it) and python_env_interpreter is system"),
     "interpreter_no_build": ({"python_env_interpreter_builds": {}},
@@ -156,7 +158,7 @@ BAD_INPUTS = {
 # Inputs whose checks read the host (its ports, its folders, the Python it has): they run against
 # the converged host itself. Every other bad input is checked on the controller before any host is
 # contacted, and runs as a host of its own in one generated play (test_bad_inputs_fail_on_the_controller).
-HOST_STATE_INPUTS = ("port_taken", "gateway_port_taken", "model_path", "lora_missing", "interpreter_mode",
+HOST_STATE_INPUTS = ("port_taken", "gateway_port_taken", "model_path", "lora_missing",
                      "interpreter_system_only", "interpreter_no_build")
 
 
