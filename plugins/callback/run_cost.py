@@ -67,7 +67,7 @@ LOCAL_ACTIONS = frozenset(
     for name in (
         "set_fact", "debug", "assert", "fail", "meta", "include_tasks", "import_tasks", "include_role",
         "import_role", "include_vars", "add_host", "group_by", "set_stats", "pause", "validate_argument_spec",
-        "noop",
+        "noop", "llmops.serving.input_checks",
     )
 )
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The gateway's routing by model over several pools of engine hosts, and its client priorities.
 
-The gateway role's own resolve.yml and validate_routing.yml run by ansible-playbook on a dedicated
+The gateway role's own input checks (validate.yml, with its resolve.yml) run by ansible-playbook on a dedicated
 gateway (localhost) with three engine hosts in the inventory: two serve one base model and its
 adapter (a pool), the third another model (the field report's long-context pool). The role's
 templates are rendered from the facts, and the rendered gateway.js runs under Node with a stand-in
@@ -53,6 +53,7 @@ def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least
     inventory = {"all": {
         "vars": {"serving_engine": "vllm", "serving_listen": "0.0.0.0:8000", "serving_engine_tls": "auto",
                  "serving_engine_extra_args": {}, "serving_priority_scheduling": True,
+                 "serving_api_key": "9f8e7d6c5b4a39281706f5e4d3c2b1a0",
                  "serving_model": {"name": "qwen36", "source": "/srv/models/qwen36", "lora": None},
                  "serving_lora_adapters": {"support": "/srv/adapters/support"},
                  "gateway_api_keys": clients if clients is not None else CLIENTS},
@@ -63,8 +64,7 @@ def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least
     templates = os.path.join(REPO, "roles", "gateway", "templates")
     play_vars = {"gateway_config_dir": "/etc/nginx/llmops", "gateway_balance": balance}
     play = [{"hosts": "gw", "gather_facts": False, "vars": play_vars, "tasks": [
-        {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "resolve.yml"}},
-        {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "validate_routing.yml"}},
+        {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "validate.yml"}},
         {"ansible.builtin.template": {"src": os.path.join(templates, "upstream.conf.j2"),
                                       "dest": str(tmp_path / "upstream.conf"), "mode": "0644"}},
         {"ansible.builtin.template": {"src": os.path.join(templates, "gateway.js.j2"),
