@@ -22,9 +22,8 @@ import testinfra
 import yaml
 
 SUFFIX = os.environ.get("LLMOPS_HOST_SUFFIX", "")
-# The replica pool and the SGLang instance run in `make test-scale-out` (this scenario with them): in
-# `make test`, beside the default scenario on the 2-core CI machine, they took 13.5 min of the lane
-# and the suite 83 min (4956 s), past its hour (molecule.yml deselects them there).
+# The replica pool and the SGLang instance: `make test` runs them with the rest of the scenario;
+# `make test-scale-out` runs this scenario alone.
 SCALE_OUT = pytest.mark.scale_out
 HEAD = "llmops-offline" + SUFFIX
 WORKER = "llmops-offline-el9" + SUFFIX
