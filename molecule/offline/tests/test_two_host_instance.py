@@ -278,6 +278,10 @@ LOAD_TOKENS = 48
 AFTER_KILL = 15
 LOAD_MAX_SECONDS = 240
 LOAD_MAX_REQUESTS = 400
+# Each stream starts a request at most every PACE_S seconds: the four stay at 8 requests a second,
+# under the gateway's rate per key (gateway_rate_per_key, 20r/s), which a quiet host's short answers
+# would pass; the gateway would then refuse requests with 429, and the test would count them lost.
+PACE_S = 0.5
 LOAD_STOP = "/tmp/pool-load-stop"
 ACCESS_LOG = "/var/log/nginx/llmops-gateway.access.log"
 # Streams through the gateway with the official openai client (from the engine's venv), as many at
@@ -288,7 +292,7 @@ ACCESS_LOG = "/var/log/nginx/llmops-gateway.access.log"
 LOAD = r"""
 import json, os, ssl, sys, threading, time
 import httpx, openai
-model, key, streams, tokens, stop, seconds, most = sys.argv[1:8]
+model, key, streams, tokens, stop, seconds, most, pace = sys.argv[1:9]
 ctx = ssl.create_default_context(cafile="/etc/nginx/llmops/gateway.crt")
 ctx.check_hostname = False
 client = openai.OpenAI(base_url="https://127.0.0.1:8443/v1", api_key=key, max_retries=0, timeout=120,
@@ -315,6 +319,7 @@ def stream():
             rec["outcome"] = "cut" if rec["first"] else "failed"
             rec["error"] = "%s: %s" % (type(exc).__name__, str(exc)[:160])
         rec["end"] = time.time()
+        time.sleep(max(0.0, rec["start"] + float(pace) - time.time()))
 threads = [threading.Thread(target=stream) for _ in range(int(streams))]
 for t in threads:
     t.start()
@@ -346,12 +351,33 @@ def _running_on(host, seconds):
     return 0
 
 
+def _engines_admit_only_their_gateway_over_tls(gateway, other, other_address):
+    """Engines that listen beyond loopback behind a gateway: the other engine host cannot connect to
+    the gateway host's engine (its unit's IP filter drops the packets: curl times out, rc 28; the
+    RHEL host's firewalld may refuse them first: rc 7), while the gateway reaches the other host's
+    engine over TLS only, with a certificate of the collection's CA that it checks."""
+    gateway_address = other.check_output("getent hosts %s" % GATEWAY_HOST).split()[0]
+    probe = "curl -s -m 5 -o /dev/null -w '%%{http_code}' %s %s://%s:8000/version; echo \" rc=$?\""
+    blocked = other.run(probe % ("--cacert /etc/llmops/tls/ca.crt", "https", gateway_address)).stdout.strip()
+    allowed = gateway.run(probe % ("--cacert /etc/nginx/llmops/engine-ca.crt", "https", other_address)).stdout.strip()
+    plain = gateway.run(probe % ("", "http", other_address)).stdout.strip()
+    print("engine ports: %s from %s: %s; %s from the gateway: %s over TLS, %s in plain HTTP"
+          % (GATEWAY_HOST, KILLED, blocked, KILLED, allowed, plain))
+    assert blocked.endswith(("rc=28", "rc=7")) and not blocked.startswith("200"), blocked
+    assert allowed.startswith("200"), allowed
+    assert not plain.startswith("200"), plain
+    assert "IPAddressDeny=any" in other.check_output("systemctl cat llmops-vllm.service")
+    proxy = gateway.check_output("cat /etc/nginx/llmops/proxy.conf")
+    assert "proxy_pass https://$llmops_pool;" in proxy and "proxy_ssl_verify on;" in proxy, proxy
+
+
 @SCALE_OUT
 def test_two_single_host_instances_behind_one_gateway_fail_over_under_streamed_load():
     """The two hosts become two single-host instances of one pool behind the RHEL host's gateway
-    (least_conn, passive health checks). Under bounded streamed load the Debian host's engine is
-    killed: only the streams it was serving fail, and every request sent after the kill is answered
-    by the other instance (a refused connect is passed on to it by the gateway)."""
+    (least_conn, passive health checks), each engine admitting only the gateway, over TLS. Under
+    bounded streamed load the Debian host's engine is killed: only the streams it was serving fail,
+    and every request sent after the kill is answered by the other instance (a refused connect is
+    passed on to it by the gateway)."""
     with tempfile.NamedTemporaryFile("w", suffix=".ini", prefix="gateways-", delete=False) as inventory:
         inventory.write("[llm_gateways]\n%s\n" % GATEWAY_HOST)
     try:
@@ -365,10 +391,11 @@ def test_two_single_host_instances_behind_one_gateway_fail_over_under_streamed_l
     for host in (GATEWAY_HOST, KILLED):
         assert "upstream.d/%s.conf" % host in upstream, upstream
     killed_address = gateway.check_output("getent hosts %s" % KILLED).split()[0]
+    _engines_admit_only_their_gateway_over_tls(gateway, killed, killed_address)
 
     gateway.run("rm -f %s" % LOAD_STOP)
     command = " ".join([_engine_python(gateway), "-c", shlex.quote(LOAD), _model(), GATEWAY_KEY] +
-                       [str(v) for v in (STREAMS, LOAD_TOKENS, LOAD_STOP, LOAD_MAX_SECONDS, LOAD_MAX_REQUESTS)])
+                       [str(v) for v in (STREAMS, LOAD_TOKENS, LOAD_STOP, LOAD_MAX_SECONDS, LOAD_MAX_REQUESTS, PACE_S)])
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         load = pool.submit(gateway.run, command)
         running = _running_on(killed, 120)
