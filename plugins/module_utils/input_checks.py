@@ -29,10 +29,9 @@ def shape_problem(checks, other_args=(), has_spec=False):
             if key not in check:
                 return "check %d (%s) has no %s" % (i, check.get("name", "unnamed"), key)
         for key in ("that", "when"):
-            items = as_list(check.get(key, []))
+            items = as_list(check[key]) if key in check else [True]
             if not items or any(not isinstance(item, (str, bool)) for item in items):
-                if key in check:
-                    return "check %d (%s): %s must be a condition or a list of them" % (i, check.get("name", "unnamed"), key)
+                return "check %d (%s): %s must be a condition or a list of them" % (i, check.get("name", "unnamed"), key)
     return None
 
 
