@@ -30,12 +30,10 @@ export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # default scenario's hosts serve vLLM, then SGLang. SCENARIOS_BESIDE run one after the other in the
 # background meanwhile (on the core the engines' single-threaded starts and Ansible leave idle). See
 # tests/harness/run-scenarios.sh. The lanes are balanced by their measured times: the default
-# scenario's two legs and nvidia, beside the checks, offline (with its scale-out tests) and the demo.
-# The fleet scenario (rollouts under streamed load over three engines) is `make test-fleet`: with
-# it, `make test` took 90-100 min on the 2-core CI machine, past CI's limit (README.md, "What a
-# green make test says").
-SCENARIOS ?= default default@sglang nvidia
-SCENARIOS_BESIDE ?= offline
+# scenario's two legs and the fleet (rollouts under streamed load over three engines), beside the
+# checks, offline (with its scale-out tests), nvidia and the demo.
+SCENARIOS ?= default default@sglang fleet
+SCENARIOS_BESIDE ?= offline nvidia
 ENGINE ?= vllm
 PROFILE ?= cpu
 

@@ -6,7 +6,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.llmops.serving.plugins.module_utils import input_checks
 
@@ -33,28 +36,57 @@ class ActionModule(ActionBase):
         del tmp
         checks = self._task.args.get("checks", [])
         spec = self._task.args.get("argument_spec")
-        problem = input_checks.shape_problem(checks, set(self._task.args) - {"checks", "argument_spec"}, spec is not None)
+        entry_point = self._task.args.get("role_entry_point")
+        problem = input_checks.shape_problem(checks, set(self._task.args) - {"checks", "argument_spec", "role_entry_point", "spec_first"},
+                                             spec is not None or entry_point is not None)
+        if not problem and spec is not None and entry_point is not None:
+            problem = "argument_spec and role_entry_point are mutually exclusive"
         if not problem and spec is not None and not isinstance(spec, dict):
             problem = "argument_spec must be a role argument spec's options (a mapping), got %s" % type(spec).__name__
+        if not problem and entry_point is not None:
+            spec, problem = self.role_spec(entry_point)
         if problem:
             result.update(failed=True, msg="llmops.serving.input_checks: %s" % problem)
             return result
+        result["changed"] = False
+        # A spec whose checks rely on its types being right is checked first (spec_first).
+        spec_first = boolean(self._task.args.get("spec_first", False), strict=False)
+        if spec and spec_first and self.refuse_arguments(result, spec, task_vars):
+            result["checked"] = 0
+            return result
         evaluate = self._templar.evaluate_conditional
         index, check, failed = input_checks.first_failure(checks, evaluate)
-        result["changed"] = False
         result["checked"] = index if failed is not None else len(checks)
         if failed is None:
-            errors = self.argument_errors(spec, task_vars or {}) if spec else []
-            if errors:
-                # as ansible.builtin.validate_argument_spec words it
-                result.update(failed=True, argument_errors=errors,
-                              msg="Validation of arguments failed:\n%s" % "\n".join(errors))
+            if spec and not spec_first and self.refuse_arguments(result, spec, task_vars):
                 return result
             result["msg"] = "All %d checks passed%s" % (len(checks), ", and the argument spec" if spec else "")
             return result
         result.update(failed=True, check=check.get("name", "check %d" % (index + 1)), assertion=failed,
                       evaluated_to=False, msg=self._templar.template(check["msg"]))
         return result
+
+    def refuse_arguments(self, result, spec, task_vars):
+        """Fail `result` with the argument spec's errors, worded as ansible.builtin.validate_argument_spec
+        words them; False when there are none."""
+        errors = self.argument_errors(spec, task_vars or {})
+        if errors:
+            result.update(failed=True, argument_errors=errors, msg="Validation of arguments failed:\n%s" % "\n".join(errors))
+        return bool(errors)
+
+    def role_spec(self, entry_point):
+        """(options, None) of the calling role's entry point, or (None, why not). The file is read
+        through the loader, which parses each file once per run."""
+        role = self._task._role
+        if role is None:
+            return None, "role_entry_point needs a task of a role"
+        path = os.path.join(role._role_path, "meta", "argument_specs.yml")
+        try:
+            return input_checks.entry_point_options(self._loader.load_from_file(path), str(entry_point), path), None
+        except (OSError, ValueError) as exc:
+            return None, str(exc)
+        except Exception as exc:  # the loader's own errors (a missing or unparsable file)
+            return None, "%s: %s" % (path, exc)
 
     def argument_errors(self, spec, task_vars):
         """The argument spec's errors for the variables it names, as ansible.builtin.validate_argument_spec

@@ -16,7 +16,8 @@ def as_list(value):
 def shape_problem(checks, other_args=(), has_spec=False):
     """A sentence saying what is wrong with the task's arguments, or None."""
     if other_args:
-        return "unknown argument(s) %s: it takes checks and argument_spec" % ", ".join(sorted(other_args))
+        return ("unknown argument(s) %s: it takes checks, and argument_spec or role_entry_point"
+                % ", ".join(sorted(other_args)))
     if not isinstance(checks, list) or not (checks or has_spec):
         return "checks must be a list of {name, that, msg, when}, not empty without an argument_spec"
     for i, check in enumerate(checks, 1):
@@ -33,6 +34,18 @@ def shape_problem(checks, other_args=(), has_spec=False):
             if not items or any(not isinstance(item, (str, bool)) for item in items):
                 return "check %d (%s): %s must be a condition or a list of them" % (i, check.get("name", "unnamed"), key)
     return None
+
+
+def entry_point_options(specs, entry_point, where):
+    """The options of `entry_point` in a role's parsed meta/argument_specs.yml (`specs`), or a
+    ValueError naming what is missing (`where` names the file)."""
+    entry = ((specs or {}).get("argument_specs") or {}).get(entry_point) if isinstance(specs, dict) else None
+    if not isinstance(entry, dict):
+        raise ValueError("%s has no entry point %s" % (where, entry_point))
+    options = entry.get("options") or {}
+    if not isinstance(options, dict):
+        raise ValueError("the options of entry point %s in %s are not a mapping" % (entry_point, where))
+    return options
 
 
 def first_failure(checks, evaluate):

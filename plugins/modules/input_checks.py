@@ -52,6 +52,18 @@ options:
         M(ansible.builtin.validate_argument_spec) checks them (their types, choices and elements), with
         that module's message; a role's own checks come first, since their messages say what to do.
     type: dict
+  role_entry_point:
+    description:
+      - The entry point of the calling role's C(meta/argument_specs.yml) whose options are checked, as
+        O(argument_spec) checks them; the file is read on the controller. Mutually exclusive with
+        O(argument_spec); the task must belong to a role.
+    type: str
+  spec_first:
+    description:
+      - Check the argument spec (O(argument_spec) or O(role_entry_point)) before the checks rather than
+        after them, for checks written for inputs of the right types.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: It only reads variables.
@@ -83,7 +95,7 @@ EXAMPLES = r"""
         when: gateway_tls_certificate | length > 0
         that: gateway_tls_private_key is search('-----BEGIN [A-Z ]*PRIVATE KEY-----')
         msg: gateway_tls_certificate and gateway_tls_private_key go together.
-    argument_spec: "{{ (lookup('ansible.builtin.file', role_path ~ '/meta/argument_specs.yml') | from_yaml).argument_specs.main.options }}"
+    role_entry_point: main
 """
 
 RETURN = r"""

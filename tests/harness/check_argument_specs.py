@@ -29,7 +29,9 @@ def main():
             continue
         defaults_file = os.path.join(role, "defaults", "main.yml")
         defaults = load(defaults_file) if os.path.exists(defaults_file) else {}
-        options = (load(spec_file).get("argument_specs", {}).get("main", {}) or {}).get("options", {}) or {}
+        # the serving spec's entry point is `spec` (roles/serving_spec/meta/argument_specs.yml says why)
+        entry = "spec" if name == spec_role else "main"
+        options = (load(spec_file).get("argument_specs", {}).get(entry, {}) or {}).get("options", {}) or {}
         for opt in sorted(set(defaults) - set(options)):
             errors.append("%s: default %s is not in argument_specs" % (name, opt))
         for opt, spec in sorted(options.items()):

@@ -83,3 +83,43 @@ def test_the_argument_spec_is_checked_after_the_checks_in_validate_argument_spec
 def test_a_malformed_task_says_what_is_wrong(tmp_path):
     rc, out = run_play(tmp_path, {"llmops.serving.input_checks": {"checks": [{"name": "x", "that": "true"}]}}, {})
     assert rc == 2 and "llmops.serving.input_checks: check 1 (x) has no msg" in out, out[-3000:]
+
+
+def run_role(tmp_path, task_args, play_vars):
+    """A play that runs the role `demo` (in tmp_path), whose only task is input_checks with
+    `task_args`; its meta/argument_specs.yml has the entry points main and spec, both SPEC."""
+    role = tmp_path / "roles" / "demo"
+    (role / "tasks").mkdir(parents=True, exist_ok=True)
+    (role / "meta").mkdir(exist_ok=True)
+    (role / "tasks" / "checks.yml").write_text(json.dumps([{"name": "Check the demo inputs",
+                                                           "llmops.serving.input_checks": task_args}]))
+    (role / "meta" / "argument_specs.yml").write_text(json.dumps(
+        {"argument_specs": {"main": {"short_description": "x", "options": SPEC},
+                            "spec": {"short_description": "x", "options": SPEC}}}))
+    task = {"ansible.builtin.include_role": {"name": "demo", "tasks_from": "checks.yml"}}
+    os.environ["ANSIBLE_ROLES_PATH"] = str(tmp_path / "roles")
+    try:
+        return run_play(tmp_path, task, play_vars)
+    finally:
+        del os.environ["ANSIBLE_ROLES_PATH"]
+
+
+def test_the_roles_own_entry_point_is_read_as_its_argument_spec(tmp_path):
+    rc, out = run_role(tmp_path, {"checks": CHECKS[:1], "role_entry_point": "spec"}, {"demo_port": 8000, "demo_mode": "c"})
+    assert rc == 2, out[-3000:]
+    assert "value of demo_mode must be one of: a, b, got: c" in out, out[-3000:]
+    rc, out = run_role(tmp_path, {"checks": CHECKS[:1], "role_entry_point": "spec"}, {"demo_port": 8000, "demo_mode": "a"})
+    assert rc == 0 and "reached" in out, out[-3000:]
+    rc, out = run_role(tmp_path, {"checks": CHECKS[:1], "role_entry_point": "nope"}, {"demo_port": 8000})
+    assert rc == 2 and "has no entry point nope" in out, out[-3000:]
+
+
+def test_spec_first_refuses_a_wrong_type_before_checks_that_assume_it(tmp_path):
+    # demo_port "lots" fails the port check too; spec_first gives the argument spec's message.
+    bad = {"demo_port": "lots", "demo_mode": "a"}
+    rc, out = run_role(tmp_path, {"checks": CHECKS[:1], "role_entry_point": "main"}, bad)
+    assert rc == 2 and result_of(out)["check"] == "the port", out[-3000:]
+    rc, out = run_role(tmp_path, {"checks": CHECKS[:1], "role_entry_point": "main", "spec_first": True}, bad)
+    assert rc == 2, out[-3000:]
+    res = result_of(out)
+    assert res["checked"] == 0 and "argument 'demo_port' is of type str" in res["msg"], res

@@ -57,3 +57,12 @@ def test_a_malformed_task_is_named(checks, others, has_spec, words):
 def test_well_formed_tasks_pass_the_shape_check():
     assert input_checks.shape_problem([], (), True) is None
     assert input_checks.shape_problem([{"name": "n", "that": ["a", True], "msg": "m", "when": "w"}]) is None
+
+
+def test_entry_point_options_name_what_is_missing():
+    specs = {"argument_specs": {"main": {"options": {"a": {"type": "int"}}}, "bare": {"short_description": "x"}}}
+    assert input_checks.entry_point_options(specs, "main", "f.yml") == {"a": {"type": "int"}}
+    assert input_checks.entry_point_options(specs, "bare", "f.yml") == {}
+    for bad, entry in ((specs, "spec"), ({}, "main"), (None, "main"), ("text", "main")):
+        with pytest.raises(ValueError, match="f.yml has no entry point %s" % entry):
+            input_checks.entry_point_options(bad, entry, "f.yml")

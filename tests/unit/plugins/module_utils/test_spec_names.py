@@ -12,7 +12,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.spec_names import d
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 with open(os.path.join(ROOT, "roles", "serving_spec", "meta", "argument_specs.yml")) as f:
-    KNOWN = sorted(yaml.safe_load(f)["argument_specs"]["main"]["options"])
+    KNOWN = sorted(yaml.safe_load(f)["argument_specs"]["spec"]["options"])
 
 
 @pytest.mark.parametrize("typo, meant", [
