@@ -281,6 +281,9 @@ def test_a_hand_edited_host_is_put_back_by_the_next_run(host):
     assert after == before, "not put back: %s" % sorted(p for p in before if after[p] != before[p])
     assert host.service("prometheus-alertmanager").is_running
     assert host.service(UNIT).is_running
-    # and the next run finds every role as its full run left it
+    # and the next run finds every role as its full run left it, working out and checking the spec
+    # once and rendering the engine's flags once (the parse play's render serves the rollout too)
     rc, out = playbook()
     assert rc == 0 and re.search(r"^llmops-default\S*\s+: ok=\d+\s+changed=0\s", out, re.M), why_failed(out)
+    assert out.count("TASK [llmops.serving.serving_spec : Check the serving spec]") == 1, why_failed(out)
+    assert out.count("TASK [llmops.serving.engine : Render and validate the engine flags]") == 1, why_failed(out)

@@ -162,3 +162,46 @@ def test_shipped_venv_digests_match_their_locks(pname, ename, engine):
             shipped = f.read().strip()
         assert shipped == hashlib.sha256(data).hexdigest(), \
             "%s.sha256 does not match its lock(s) %s: run stacks/locks/digests.sh" % (name, parts[:i + 1])
+
+
+def _rendered_lock_digest(tmp_path, locks_dir):
+    """serving_spec_lock_digest as the serving_spec role renders it for the cpu profile's vLLM."""
+    import json
+    import subprocess
+    import sys
+    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    if not os.path.exists(playbook):
+        pytest.skip("needs the controller venv (make unit)")
+    out = tmp_path / "digest.txt"
+    play = [{"hosts": "localhost", "gather_facts": False,
+             "vars": {"serving_stack": "cpu", "serving_engine": "vllm", "serving_locks_dir": locks_dir,
+                      "ansible_python_interpreter": sys.executable},
+             "tasks": [{"ansible.builtin.include_role": {"name": "llmops.serving.serving_spec", "tasks_from": "resolve.yml",
+                                                         "public": True}},
+                       {"ansible.builtin.copy": {"content": "{{ serving_spec_lock_digest }}", "dest": str(out), "mode": "0644"}}]}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    res = subprocess.run([playbook, "-i", "localhost,", "-c", "local", str(tmp_path / "play.yml")],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    return out.read_text()
+
+
+def test_an_edited_copy_of_the_locks_gets_its_own_digest_not_the_shipped_one(tmp_path):
+    """The shipped digest names the venv of the collection's own lock; a serving_locks_dir copied from
+    it and edited keeps the old .sha256 files, and must not reuse the old venv (a lock change builds a
+    new one beside the serving venv: the fleet scenario)."""
+    import hashlib
+    import shutil
+    lock = PROFILES_DATA["cpu"]["engines"]["vllm"]["lock"]
+    with open(os.path.join(LOCKS, lock + ".sha256")) as f:
+        shipped = f.read().strip()
+    assert _rendered_lock_digest(tmp_path, "") == shipped
+    copy = tmp_path / "locks"
+    shutil.copytree(LOCKS, copy)
+    with open(copy / lock, "a") as f:
+        f.write("# same pins, another lock\n")
+    edited = hashlib.sha256((copy / lock).read_bytes()).hexdigest()
+    assert (copy / (lock + ".sha256")).read_text().strip() == shipped
+    assert _rendered_lock_digest(tmp_path, str(copy)) == edited != shipped
