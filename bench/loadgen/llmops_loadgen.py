@@ -27,6 +27,12 @@ Each rate reports goodput (requests per second that met every SLA bound), the TT
 E2EL percentiles and the errors, also under `vllm bench serve`'s result names (`request_throughput`,
 `request_goodput`, `p99_ttft_ms`, ...). `--workload-file` replaces the seed's mix with chat requests
 from a JSONL file.
+
+`judge` reads an `open` result again under another SLA, from the request records each phase keeps
+(`--sla` decides which rates a run loads, so a result answers a new SLA only when it loaded every
+rate or a rate it loaded misses that SLA; it prints the judged result and whether it answers):
+
+    python3 llmops_loadgen.py judge --result open.json --sla ttft:p99:200ms
 """
 import argparse
 import asyncio
@@ -677,6 +683,11 @@ async def run_open_phase(args, requests, offsets, deadline):
     return results, time.perf_counter() - start
 
 
+# What an SLA verdict is made of (sla_report): each phase of an open-loop result keeps these fields of
+# its requests, so that `judge` can hold the phase to another SLA without loading the engine again.
+JUDGED_FIELDS = ("ok", "ttft_s", "e2e_s", "output_tokens", "itl")
+
+
 def _open_phase_result(rate, records, wall, args, planned=None):
     records = sorted(records, key=lambda r: r["index"])
     sla = sla_report(records, args.sla, wall) if args.sla else None
@@ -687,7 +698,28 @@ def _open_phase_result(rate, records, wall, args, planned=None):
             "sla": sla, "bench_serve": bench_serve_metrics(records, wall, args.percentiles, args.sla),
             "send_lag_p99_s": percentile(lags, 99),
             "by_kind": {kind: summarize([r for r in records if r["kind"] == kind], wall)
-                        for kind in sorted(set(r["kind"] for r in records))}}
+                        for kind in sorted(set(r["kind"] for r in records))},
+            "wall_s": wall,
+            "records": [dict((k, r[k]) for k in JUDGED_FIELDS if k in r) for r in records]}
+
+
+def judge(result, sla):
+    """An open-loop result held to `sla` (parsed) from its phases' records: each phase's verdict and
+    goodput, the highest rate that meets it, the records left out. `complete` says whether the
+    result answers `sla` as a run with it would have: it loaded every rate, or one of its phases
+    misses `sla` or was cut short (such a run stops there). A result without records answers none."""
+    phases = [p for p in result.get("phases") or [] if p.get("rate") is not None]
+    if not phases or any("records" not in p or "wall_s" not in p for p in phases):
+        return dict(result, complete=False)
+    judged = []
+    for phase in phases:
+        verdict = sla_report(phase["records"], sla, phase["wall_s"])
+        figures = dict(phase["bench_serve"], request_goodput=verdict["goodput_rps"])
+        judged.append(dict([(k, v) for k, v in phase.items() if k != "records"], sla=verdict, bench_serve=figures))
+    loaded_all = len(judged) >= len((result.get("config") or {}).get("rates") or [])
+    stopped = any(not p["sla"]["met"] or p.get("truncated") for p in judged)
+    return dict(result, config=dict(result.get("config") or {}, sla=sla), phases=judged,
+                max_rate_meeting_sla=max_rate_meeting_sla(judged), complete=loaded_all or stopped)
 
 
 async def run_open_all(args):
@@ -831,7 +863,18 @@ def parse_args(argv=None):
     opened.add_argument("--keep-going", action="store_true", help="run the higher rates after one missed the SLA")
     opened.add_argument("--workload-file", default="", help="JSONL chat requests instead of the seed's mix")
     opened.add_argument("--percentiles", default="50,90,95,99", help="percentiles of the bench_serve figures")
+    judged = sub.add_parser("judge", help="an open-loop result held to another SLA, from its own records")
+    judged.add_argument("--result", required=True, help="the JSON an `open` run wrote")
+    judged.add_argument("--sla", required=True, help="as for open")
     args = parser.parse_args(argv)
+    if args.command == "judge":
+        try:
+            args.sla = parse_sla(args.sla)
+        except BadOption as exc:
+            parser.error(str(exc))
+        if not args.sla:
+            parser.error("--sla: give at least one bound (e.g. ttft:p99:500ms)")
+        return args
     args.api_key = (key_from_env_file(args.api_key_env_file, args.api_key_env) if args.api_key_env_file
                     else os.environ.get(args.api_key_env, ""))
     try:
@@ -885,6 +928,17 @@ def _print_open(result):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.command == "judge":
+        try:
+            with open(args.result, encoding="utf-8") as handle:
+                result = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise SystemExit("--result %s: %s" % (args.result, exc))
+        if result.get("mode") != "open":
+            raise SystemExit("--result %s is not the result of an open-loop run" % args.result)
+        json.dump(judge(result, args.sla), sys.stdout, ensure_ascii=False)
+        print()
+        return 0
     check_target(args.url, tuple(args.allow_host))
     if args.command == "open":
         try:

@@ -14,8 +14,10 @@ description:
   - Without O(best), the grid of the search space, the current settings (the baseline) first.
   - With O(best), the refinement around it - the midpoints between its integer values and their
     neighbours in the space - leaving out the candidates in O(tried).
-  - Each candidate's cache key covers its values and O(context) (engine, version, model, host,
-    load settings, SLA), so a changed input never reuses an old result.
+  - Each candidate's cache key covers the spec it is served with (the C(spec) of O(context), the
+    other serving inputs, with its values applied) and the rest of O(context) (engine, version,
+    model, host, load settings), so a changed input never reuses an old result. The SLA is no part
+    of it - a run holds a cached result to its own SLA.
 positional: _input, baseline, context, best, tried
 options:
   _input:
@@ -27,7 +29,8 @@ options:
     type: dict
     required: true
   context:
-    description: What else decides a candidate's figures.
+    description: What else decides a candidate's figures; its C(spec), when given, maps the other
+      serving inputs to their values.
     type: dict
     required: true
   best:

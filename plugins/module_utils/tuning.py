@@ -223,9 +223,15 @@ def refine(space, baseline, best):
 
 
 def candidate_key(candidate, context):
-    """The cache key of a candidate's result: its values and what else decides the figures (engine,
-    version, model, host, load settings, SLA), so a changed input never reuses an old result."""
-    text = json.dumps({"candidate": candidate, "context": context}, sort_keys=True)
+    """The cache key of a candidate's result: the spec it is served with (context's spec, the other
+    serving_* inputs, with the candidate's values applied) and what else decides the figures
+    (engine, version, model, host, load settings), so a changed input never reuses an old result
+    and the same settings reached through another search space do. The SLA is no part of it: each
+    run holds a cached result to its own SLA (the load generator's judge)."""
+    rest = dict(context)
+    spec = dict(rest.pop("spec", None) or {})
+    spec.update(candidate)
+    text = json.dumps({"spec": spec, "context": rest}, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

@@ -10,7 +10,7 @@
   A tag alone that dropped a flag of the full run, lost a fact another role set, or notified a
   handler it does not have would change the unit (or fail) here. upgrade.yml's
   `prebuild` and `upgrade` run alone in check mode; `rollback` needs a previous venv, and the fleet
-  scenario runs it (tests/integration/test_fleet.py). ray_cluster.yml's tags run alone in normal
+  scenario runs it (tests/integration/fleet/test_fleet.py). ray_cluster.yml's tags run alone in normal
   mode (this host is in no Ray instance: changed=0).
 Enabled by LLMOPS_RERUN=1 in the scenario's verifier env.
 """

@@ -281,6 +281,8 @@ def test_a_hand_edited_host_is_put_back_by_the_next_run(host):
     assert after == before, "not put back: %s" % sorted(p for p in before if after[p] != before[p])
     assert host.service("prometheus-alertmanager").is_running
     assert host.service(UNIT).is_running
+    # the changed unit restarted the engine through the rollout (drained, restarted, proven, undrained)
+    assert re.search(r"ROLLED OUT \S+: .*unit, environment or launcher", out), why_failed(out)
     # and the next run finds every role as its full run left it, working out and checking the spec
     # once and rendering the engine's flags once (the parse play's render serves the rollout too)
     rc, out = playbook()

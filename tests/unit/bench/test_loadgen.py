@@ -417,6 +417,59 @@ def test_the_open_loop_run_reports_each_rate_and_stops_after_the_sla_is_missed(e
     assert result["phases"][0]["requests"] == 6 and result["config"]["warmup_requests"] == 5
 
 
+def test_a_result_is_judged_again_under_another_sla_from_its_own_records(engine, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KEY", "k")
+    out = tmp_path / "open.json"
+    # measured under a loose SLA: both rates loaded, both met
+    assert lg.main(["open", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--rates", "20,40",
+                    "--requests-per-rate", "8", "--rate-duration", "5", "--sla", "e2el:p99:10s",
+                    "--max-tokens-cap", "4", "--out", str(out)]) == 0
+    measured = json.loads(out.read_text(encoding="utf-8"))
+    records = measured["phases"][0]["records"]
+    assert len(records) == 8 and set(records[0]) == set(lg.JUDGED_FIELDS)
+    # held to a bound no request meets: judged from the records, no request is sent
+    strict = lg.judge(measured, lg.parse_sla("e2el:p99:0.001ms"))
+    assert strict["complete"] and strict["max_rate_meeting_sla"] is None
+    assert [p["sla"]["met"] for p in strict["phases"]] == [False, False]
+    assert strict["phases"][0]["sla"]["good"] == 0 and strict["phases"][0]["bench_serve"]["request_goodput"] == 0
+    assert strict["config"]["sla"] == lg.parse_sla("e2el:p99:0.001ms") and "records" not in strict["phases"][0]
+    # the verdict is the one a run measured with that SLA reaches on the same records
+    assert lg.judge(measured, lg.parse_sla("e2el:p99:10s"))["phases"][1]["sla"] == measured["phases"][1]["sla"]
+    # measured under the strict SLA, the run stopped at the first rate: a looser SLA that the first
+    # rate meets cannot say how the second would have done
+    assert lg.main(["open", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--rates", "20,40",
+                    "--requests-per-rate", "8", "--rate-duration", "5", "--sla", "e2el:p99:0.001ms",
+                    "--max-tokens-cap", "4", "--out", str(out)]) == 0
+    capsys.readouterr()
+    stopped = json.loads(out.read_text(encoding="utf-8"))
+    assert [p["rate"] for p in stopped["phases"]] == [20.0]
+    assert not lg.judge(stopped, lg.parse_sla("e2el:p99:10s"))["complete"]
+    assert lg.judge(stopped, lg.parse_sla("ttft:p99:0.001ms"))["complete"]
+    # from the command line: the judged result on stdout; a result without records answers nothing
+    assert lg.main(["judge", "--result", str(out), "--sla", "ttft:p99:0.001ms"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["complete"] and printed["phases"][0]["sla"]["criteria"][0]["metric"] == "ttft"
+    for phase in stopped["phases"]:
+        del phase["records"]
+    assert not lg.judge(stopped, lg.parse_sla("ttft:p99:0.001ms"))["complete"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--result", "/nonexistent/o.json", "--sla", "ttft:p99:1s"], "--result /nonexistent/o.json: [Errno 2]"),
+    (["--result", "RESULT", "--sla", ""], "--sla: give at least one bound"),
+    (["--result", "RESULT", "--sla", "ttfb:p99:1s"], "unknown metric 'ttfb'"),
+])
+def test_a_judge_of_a_missing_result_or_without_an_sla_is_refused(argv, message, tmp_path, capsys):
+    closed = tmp_path / "closed.json"
+    closed.write_text(json.dumps({"mode": "closed"}))
+    with pytest.raises(SystemExit) as err:
+        lg.main(["judge"] + [str(closed) if a == "RESULT" else a for a in argv])
+    assert message in str(err.value.code) + capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:
+        lg.main(["judge", "--result", str(closed), "--sla", "ttft:p99:1s"])
+    assert "is not the result of an open-loop run" in str(err.value.code)
+
+
 def test_open_loop_requests_are_sent_at_their_arrival_times(engine, monkeypatch):
     monkeypatch.setenv("KEY", "k")
     args = lg.parse_args(["open", "--url", engine, "--model", "m", "--api-key-env", "KEY", "--rates", "1",

@@ -85,12 +85,23 @@ def test_the_refinement_tries_the_midpoints_next_to_the_best_value():
 
 
 def test_the_cache_key_changes_with_anything_that_changes_the_figures():
-    context = {"engine": "vllm", "engine_version": "0.26.0", "model": "m", "rates": [4, 8], "sla": SLA}
+    context = {"engine": "vllm", "engine_version": "0.26.0", "model": "m", "rates": [4, 8]}
     key = tuning.candidate_key(BASE, context)
     assert key == tuning.candidate_key(dict(BASE), dict(context)) and len(key) == 16
     assert key != tuning.candidate_key(dict(BASE, serving_max_concurrency=128), context)
     assert key != tuning.candidate_key(BASE, dict(context, engine_version="0.27.0"))
     assert key != tuning.candidate_key(BASE, dict(context, rates=[4, 8, 16]))
+
+
+def test_the_same_settings_share_a_key_whatever_space_found_them():
+    # the spec's other inputs are in the context; a candidate's values replace theirs
+    context = {"engine": "vllm", "spec": {"serving_max_concurrency": 8, "serving_speculative": None}}
+    alone = tuning.candidate_key({"serving_max_concurrency": 8}, context)
+    assert alone == tuning.candidate_key({"serving_max_concurrency": 8, "serving_speculative": None}, context)
+    assert alone == tuning.candidate_key({"serving_speculative": None}, context)
+    assert alone != tuning.candidate_key({"serving_speculative": {"method": "eagle"}}, context)
+    assert alone != tuning.candidate_key({"serving_max_concurrency": 8},
+                                         dict(context, spec={"serving_max_concurrency": 8, "serving_speculative": 1}))
 
 
 def test_a_budget_below_one_candidate_is_refused():

@@ -33,7 +33,7 @@ MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
 SUFFIX = os.environ.get("LLMOPS_HOST_SUFFIX", "")
 ENGINES = ["llmops-fleet-%d%s" % (i, SUFFIX) for i in (1, 2, 3)]
 GATEWAY = "llmops-fleet-gw" + SUFFIX
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 UNIT = "llmops-vllm.service"
 STATE = "/var/lib/llmops/rollout/state.json"
 UPSTREAMS = "/etc/nginx/llmops/upstream.d"
@@ -458,7 +458,8 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
 
     # 3. Upgrade A -> B under load (prebuild beside the serving venv on every host, then validate,
     # roll, prune): every host ends on B, served and undrained. A stale venv older than A's is
-    # pruned; A's is kept for rollback.
+    # pruned; A's is kept for rollback. (site.yml's play that rolls a changed spec, above, and this
+    # one batch hosts alike: tests/unit/test_roll_plays.py.)
     on_host(ENGINES[0], "mkdir -p /opt/llmops/venvs/vllm-0.30.0-000000000000/bin && "
                         "touch -d 2020-01-01 /opt/llmops/venvs/vllm-0.30.0-000000000000")
     venv_a = current(ENGINES[0])
