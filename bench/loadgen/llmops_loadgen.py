@@ -708,7 +708,7 @@ def judge(result, sla):
     goodput, the highest rate that meets it, the records left out. `complete` says whether the
     result answers `sla` as a run with it would have: it loaded every rate, or one of its phases
     misses `sla` or was cut short (such a run stops there). A result without records answers none."""
-    phases = [p for p in result.get("phases") or [] if p.get("rate") is not None]
+    phases = result.get("phases") or []
     if not phases or any("records" not in p or "wall_s" not in p for p in phases):
         return dict(result, complete=False)
     judged = []
@@ -716,8 +716,10 @@ def judge(result, sla):
         verdict = sla_report(phase["records"], sla, phase["wall_s"])
         figures = dict(phase["bench_serve"], request_goodput=verdict["goodput_rps"])
         judged.append(dict([(k, v) for k, v in phase.items() if k != "records"], sla=verdict, bench_serve=figures))
-    loaded_all = len(judged) >= len((result.get("config") or {}).get("rates") or [])
-    stopped = any(not p["sla"]["met"] or p.get("truncated") for p in judged)
+    # a --schedule phase runs first and never stops the run: only the rates' phases decide
+    rated = [p for p in judged if p["rate"] is not None]
+    loaded_all = len(rated) >= len((result.get("config") or {}).get("rates") or [])
+    stopped = any(not p["sla"]["met"] or p.get("truncated") for p in rated)
     return dict(result, config=dict(result.get("config") or {}, sla=sla), phases=judged,
                 max_rate_meeting_sla=max_rate_meeting_sla(judged), complete=loaded_all or stopped)
 

@@ -449,6 +449,11 @@ def test_a_result_is_judged_again_under_another_sla_from_its_own_records(engine,
     assert lg.main(["judge", "--result", str(out), "--sla", "ttft:p99:0.001ms"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["complete"] and printed["phases"][0]["sla"]["criteria"][0]["metric"] == "ttft"
+    # a --schedule phase (no rate) is judged too and kept, but never stops the run
+    scheduled = dict(stopped, phases=[dict(stopped["phases"][0], rate=None, schedule=[[0, 20.0]])] + stopped["phases"])
+    kept = lg.judge(scheduled, lg.parse_sla("e2el:p99:10s"))
+    assert [p["rate"] for p in kept["phases"]] == [None, 20.0] and kept["phases"][0]["sla"]["met"]
+    assert not kept["complete"]
     for phase in stopped["phases"]:
         del phase["records"]
     assert not lg.judge(stopped, lg.parse_sla("ttft:p99:0.001ms"))["complete"]
