@@ -14,7 +14,7 @@ of three ways, tried in this order under ``python_env_interpreter: auto``:
   archives, the ones uv installs) from ``python_env_interpreter_mirror`` or the wheelhouse,
   checksum-pinned per version and architecture, unpacked under ``python_env_interpreter_root``.
 
-The OS table below is the support matrix's: the README's matrix is checked against ``matrix()``.
+The OS table below is the support matrix's: docs/stack-profiles.md's matrix is checked against ``matrix()``.
 """
 from __future__ import absolute_import, division, print_function
 

@@ -1,14 +1,17 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The commands of README.md, for the tests that run them (tests/unit/test_readme.py on the
-controller, tests/integration/test_readme.py against a converged host): every ```sh block, one
-command per line (continuations joined, comments dropped), and the README's tag list."""
+"""The commands of README.md and docs/*.md, for the tests that run them (tests/unit/test_readme.py
+on the controller, tests/integration/test_readme.py against a converged host): every ```sh block,
+one command per line (continuations joined, comments dropped), and the README's tag list."""
+import glob
 import os
 import re
 import shlex
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(ROOT, "README.md")
+# The README first: a command shown in both places is run once, under the README's line.
+PAGES = [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 FENCE = re.compile(r"^```(\w*)\s*$")
 
 
@@ -37,12 +40,23 @@ def strip_comment(line):
     return " ".join(shlex.quote(w) for w in words)
 
 
-def commands(path=README):
-    """[(line number, argv)] of the commands of every ```sh block; VAR=value words before the
-    program stay in argv."""
+def commands(pages=None, langs=("sh",)):
+    """[("page:line", argv)] of the commands of every block in langs (```sh: the commands a reader
+    runs as shown; ```console: those whose values are examples), each argv once; VAR=value words
+    before the program stay in argv."""
+    out, seen = [], set()
+    for path in pages or PAGES:
+        for number, argv in _page_commands(path, langs):
+            if tuple(argv) not in seen:
+                seen.add(tuple(argv))
+                out.append(("%s:%d" % (os.path.relpath(path, ROOT), number), argv))
+    return out
+
+
+def _page_commands(path, langs):
     out = []
     for start, lang, text in blocks(path):
-        if lang != "sh":
+        if lang not in langs:
             continue
         pending, first = "", None
         for offset, line in enumerate(text.splitlines(), 1):
@@ -52,7 +66,12 @@ def commands(path=README):
             if pending.endswith("\\"):
                 pending = pending[:-1] + " "
                 continue
-            cmd = strip_comment(pending)
+            try:
+                cmd = strip_comment(pending)
+            except ValueError:
+                # a quoted value (JSON for -e) goes on over the next line
+                pending += " "
+                continue
             if cmd:
                 out.append((first, shlex.split(cmd)))
             pending, first = "", None

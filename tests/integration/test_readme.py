@@ -1,6 +1,7 @@
-"""README.md's playbook commands and each documented tag alone, against the converged host.
+"""The playbook commands of README.md and docs/*.md, and each documented tag alone, against the
+converged host.
 
-- Every ansible-playbook command of README.md's ```sh blocks runs here with the scenario's
+- Every ansible-playbook command of their ```sh blocks runs here with the scenario's
   inventory in place of the one the README names (on a switched-engine leg, `site --check --diff`
   and `validate` only), in check mode where it would change hosts
   (tests/unit/test_readme.py runs the install commands and resolves the same commands from the
@@ -82,7 +83,7 @@ def test_readme_playbook_commands_pass_and_predict_no_change():
         # and validate; the first leg ran the rest on the same hosts.
         cmds = [(n, c) for n, c in cmds if whole_flow_check(c) or "llmops.serving.validate" in c]
     with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        futures = dict(("README.md:%d: %s" % (n, " ".join(c[1:])), pool.submit(run, c)) for n, c in cmds)
+        futures = dict(("%s: %s" % (n, " ".join(c[1:])), pool.submit(run, c)) for n, c in cmds)
         results = dict((k, f.result()) for k, f in futures.items())
     bad = failures(results)
     assert not bad, "\n\n".join(bad)

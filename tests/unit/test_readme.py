@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""README.md's command blocks, run on the controller as a user runs them: the collection built
-and installed from its tarball (its community.general dependency from a local stand-in of the
-user's mirror: the cached copy, as a directory source), every ansible-playbook command resolved
-and syntax-checked from the installed copy, every make command's target dry-run. Against a
+"""The command blocks of README.md and docs/*.md, run on the controller as a user runs them: the
+collection built and installed from its tarball (its community.general dependency from a local
+stand-in of the user's mirror: the cached copy, as a directory source), every ansible-playbook
+command resolved and syntax-checked from the installed copy (```console blocks too, whose values
+are examples), every make command's target dry-run. Against a
 converged host the ansible-playbook commands run for real in tests/integration/test_readme.py;
 `make test` is CI's own command and `make demo` / `make demo-down` are run by hand (their
 recipes are dry-run here, so a renamed or broken target fails)."""
@@ -23,6 +24,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
 import readme_commands  # noqa: E402  pylint: disable=wrong-import-position
 
 COMMANDS = readme_commands.commands()
+# with the ```console blocks: upgrade.yml, rollback.yml and tune.yml as a user gives them
+EXAMPLES = readme_commands.commands(langs=("sh", "console"))
 BIN = os.path.dirname(sys.executable)
 CACHE = os.environ.get("LLMOPS_CACHE", os.path.expanduser("~/.cache/llmops-serving"))
 KINDS = ("ansible-galaxy", "ansible-playbook", "make")
@@ -34,7 +37,7 @@ def program(argv):
 
 def test_every_readme_command_is_run_by_a_test():
     assert COMMANDS, "README.md has no ```sh block"
-    unclaimed = ["README.md:%d: %s" % (n, " ".join(argv)) for n, argv in COMMANDS if program(argv) not in KINDS]
+    unclaimed = ["%s: %s" % (where, " ".join(argv)) for where, argv in EXAMPLES if program(argv) not in KINDS]
     assert not unclaimed, "no test runs these README commands: %s" % unclaimed
 
 
@@ -65,7 +68,7 @@ def installed(tmp_path_factory):
                          cwd=str(work), env=env, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     runs = []
-    for number, argv in COMMANDS:
+    for where, argv in COMMANDS:
         if program(argv) != "ansible-galaxy":
             continue
         # "in a checkout": the checkout is the repository; the README's '.' is it
@@ -74,7 +77,7 @@ def installed(tmp_path_factory):
             argv = argv + ["--offline"]
         res = subprocess.run(" ".join(shlex.quote(w) if "*" not in w else w for w in argv), shell=True,
                              cwd=str(work), env=env, capture_output=True, text=True, check=False)
-        assert res.returncode == 0, "README.md:%d: %s\n%s" % (number, " ".join(argv), res.stdout + res.stderr)
+        assert res.returncode == 0, "%s: %s\n%s" % (where, " ".join(argv), res.stdout + res.stderr)
         runs.append(argv)
     assert any("build" in a for a in runs) and any("-r" in a for a in runs), runs
     tarball = os.path.join(str(work), "dist", "%s-%s-%s.tar.gz" % (galaxy["namespace"], galaxy["name"], galaxy["version"]))
@@ -95,23 +98,23 @@ def test_the_tarball_carries_what_users_run_and_no_test_scaffolding(installed):
     assert "bench/loadgen/llmops_loadgen.py" in names and not [n for n in names if n.startswith("bench/results")]
 
 
-@pytest.mark.parametrize("number, argv", [c for c in COMMANDS if program(c[1]) == "ansible-playbook"],
-                         ids=["README.md:%d" % c[0] for c in COMMANDS if program(c[1]) == "ansible-playbook"])
-def test_each_playbook_command_resolves_from_the_installed_collection(installed, number, argv):
+@pytest.mark.parametrize("where, argv", [c for c in EXAMPLES if program(c[1]) == "ansible-playbook"],
+                         ids=[c[0] for c in EXAMPLES if program(c[1]) == "ansible-playbook"])
+def test_each_playbook_command_resolves_from_the_installed_collection(installed, where, argv):
     work, env, dummy = installed
     # the inventory the README names is the repository's (it ships in the tarball too)
     argv = [os.path.join(ROOT, w) if w.startswith("inventories/") else w for w in argv]
     res = subprocess.run(argv + ["--syntax-check"], cwd=str(work), env=env, capture_output=True, text=True,
                          check=False)
-    assert res.returncode == 0, "README.md:%d: %s\n%s" % (number, " ".join(argv), res.stdout + res.stderr)
+    assert res.returncode == 0, "%s: %s\n%s" % (where, " ".join(argv), res.stdout + res.stderr)
     book = [w for w in argv if w.startswith("llmops.serving.")][0]
     assert os.path.isfile(os.path.join(str(work), "collections", "ansible_collections", "llmops", "serving",
                                        "playbooks", book.split(".")[-1] + ".yml")), book
 
 
-@pytest.mark.parametrize("number, argv", [c for c in COMMANDS if program(c[1]) == "make"],
-                         ids=["README.md:%d" % c[0] for c in COMMANDS if program(c[1]) == "make"])
-def test_each_make_command_has_a_target_whose_recipe_resolves(number, argv):
+@pytest.mark.parametrize("where, argv", [c for c in COMMANDS if program(c[1]) == "make"],
+                         ids=[c[0] for c in COMMANDS if program(c[1]) == "make"])
+def test_each_make_command_has_a_target_whose_recipe_resolves(where, argv):
     env = dict(os.environ)
     words = list(argv)
     while "=" in words[0]:
@@ -120,5 +123,5 @@ def test_each_make_command_has_a_target_whose_recipe_resolves(number, argv):
     # -n: the recipe is printed, not run; -q alone would only say whether it is up to date
     res = subprocess.run(words[:1] + ["-n"] + words[1:], cwd=ROOT, env=env, capture_output=True, text=True,
                          check=False)
-    assert res.returncode == 0, "README.md:%d: %s\n%s" % (number, " ".join(argv), res.stdout + res.stderr)
-    assert res.stdout.strip(), "README.md:%d: make -n %s printed no recipe" % (number, " ".join(words[1:]))
+    assert res.returncode == 0, "%s: %s\n%s" % (where, " ".join(argv), res.stdout + res.stderr)
+    assert res.stdout.strip(), "%s: make -n %s printed no recipe" % (where, " ".join(words[1:]))

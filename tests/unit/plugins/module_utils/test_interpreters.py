@@ -2,7 +2,7 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where a host gets its stack profile's Python (module_utils/interpreters.py, the filter over it),
-and README.md's matrix of OS × profile, which must say what the code picks."""
+and docs/stack-profiles.md's matrix of OS × profile, which must say what the code picks."""
 import os
 import re
 
@@ -160,9 +160,9 @@ def test_every_profile_resolves_an_interpreter_and_its_locks_on_every_os():
 
 
 def _readme_matrix():
-    with open(os.path.join(REPO, "README.md")) as f:
+    with open(os.path.join(REPO, "docs", "stack-profiles.md")) as f:
         text = f.read()
-    section = text.split("### Operating systems × stack profiles", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## Operating systems × stack profiles", 1)[1].split("\n## ", 1)[0]
     lines = [l for l in section.splitlines() if l.startswith("| ")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     columns = [re.findall(r"`([^`]+)`", c) for c in header[2:]]
@@ -176,7 +176,7 @@ def _readme_matrix():
 def test_readme_matrix_says_what_the_code_picks():
     columns, table = _readme_matrix()
     names = {v[0]: k for k, v in I.OS_PYTHONS.items()}
-    assert set(table) == set(names), "one README row per OS of OS_PYTHONS"
+    assert set(table) == set(names), "one row of docs/stack-profiles.md per OS of OS_PYTHONS"
     assert sorted(p for c in columns for p in c) == sorted(PROFILES), "every profile in exactly one column"
     rows = I.matrix(PROFILES, BUILDS)
     for os_name, cells in table.items():
