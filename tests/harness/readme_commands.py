@@ -75,6 +75,9 @@ def _page_commands(path, langs):
             if cmd:
                 out.append((first, shlex.split(cmd)))
             pending, first = "", None
+        # a quote never closed (or a continuation at the block's end) would drop the command unseen
+        if pending.strip():
+            raise ValueError("%s:%d: a command that does not end in its block: %s" % (path, first, pending.strip()))
     return out
 
 
