@@ -12,7 +12,7 @@ version_added: 0.1.0
 author: llmops.serving maintainers (@llmops)
 description:
   - Looks each spec key up in the collection's one flag translation table
-    (C(plugins/module_utils/engine_args.py)) at O(version) and returns, for every key the version
+    (C(plugins/module_utils/engine_spec.py)) at O(version) and returns, for every key the version
     cannot render, a message naming the C(serving_*) variable, the first version that has the flag
     and what to do instead.
   - With a dict of values, first checks the values as the translation point does (a message naming the
@@ -53,13 +53,13 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.serving.plugins.module_utils import engine_args
+from ansible_collections.llmops.serving.plugins.module_utils import engine_spec
 
 
 def engine_flag_problems(engine, version, keys):
     try:
-        return engine_args.engine_flag_problems_for(engine, version, keys)
-    except (KeyError, engine_args.EngineArgsError) as exc:
+        return engine_spec.engine_flag_problems_for(engine, version, keys)
+    except (KeyError, engine_spec.EngineArgsError) as exc:
         raise AnsibleFilterError("engine_flag_problems: %s" % to_native(exc))
 
 

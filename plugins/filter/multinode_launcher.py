@@ -57,16 +57,16 @@ _value:
       type: str
 """
 
-from ansible_collections.llmops.serving.plugins.module_utils import engine_args
+from ansible_collections.llmops.serving.plugins.module_utils import engine_flags
 
 
 def multinode_launcher(choice, engine, engine_version, gpu=True):
     try:
-        kind = engine_args.launcher_kind(engine, str(engine_version), choice, gpu=bool(gpu))
-    except engine_args.EngineArgsError as exc:
+        kind = engine_flags.launcher_kind(engine, str(engine_version), choice, gpu=bool(gpu))
+    except engine_flags.EngineArgsError as exc:
         return {"kind": "", "problem": exc.msg, "engine_problem": ""}
     return {"kind": kind, "problem": "",
-            "engine_problem": (engine_args.ray_engine_problem(engine, gpu=bool(gpu)) or "") if kind == "ray" else ""}
+            "engine_problem": (engine_flags.ray_engine_problem(engine, gpu=bool(gpu)) or "") if kind == "ray" else ""}
 
 
 class FilterModule(object):

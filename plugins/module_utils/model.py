@@ -567,3 +567,44 @@ def model_summary_line(facts):
                 facts["full_attention_layers"], facts["linear_attention_layers"],
                 facts["linear_state_bytes"] / float(1024 ** 2))
     return line
+
+
+# ---------------------------------------------------------------------------------------------
+# what the engine flags read from the model folder (engine_args)
+# ---------------------------------------------------------------------------------------------
+MTP_CONFIG_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+def model_config(model_path):
+    """The model folder's config.json, or None when there is none (a model not fetched yet)."""
+    path = os.path.join(model_path, "config.json")
+    return _load_json(path) if os.path.isfile(path) else None
+
+
+def weight_names(model_path):
+    """Tensor names of a model folder from its safetensors index, or from the header of its single
+    model.safetensors; None when it has neither."""
+    index = os.path.join(model_path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        return list(_load_json(index).get("weight_map", {}))
+    single = os.path.join(model_path, "model.safetensors")
+    if os.path.isfile(single):
+        return list(read_safetensors_header(single)[0])
+    return None
+
+
+def mtp_head(model_path):
+    """Whether the model folder ships a multi-token-prediction head: its config says so (Qwen3.5/3.6:
+    mtp_num_hidden_layers, under text_config for the multimodal ones; DeepSeek-style
+    num_nextn_predict_layers), or its weights hold mtp.* tensors (Qwen3-Next, whose config names no
+    MTP layers). None when there is no config.json to read (a model not fetched yet)."""
+    config = model_config(model_path)
+    if config is None:
+        return None
+    for cfg in (config, config.get("text_config") or {}):
+        if any(isinstance(cfg.get(k), int) and cfg.get(k) > 0 for k in MTP_CONFIG_KEYS):
+            return True
+    names = weight_names(model_path)
+    if names is None:
+        return None
+    return any(n.startswith("mtp.") or ".mtp." in n for n in names)

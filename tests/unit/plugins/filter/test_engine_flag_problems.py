@@ -6,6 +6,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.serving.plugins.filter.engine_flag_problems import engine_flag_problems
 from ansible_collections.llmops.serving.plugins.module_utils import engine_args as ea
+from ansible_collections.llmops.serving.plugins.module_utils import engine_flags as ef
 
 SPEC = {"model_path": "/srv/models/m", "served_model_name": "m", "host": "10.0.0.5", "port": 8000,
         "tls_certfile": "/etc/llmops/tls/engine.crt", "tls_keyfile": "/etc/llmops/tls/engine.key"}
@@ -21,7 +22,7 @@ def test_versions_with_the_flags_have_no_problem(engine, version):
 def test_a_version_without_the_flags_is_refused_as_rendering_would_refuse_it():
     problems = engine_flag_problems("sglang", "0.4.6.post5", ["tls_certfile"])
     assert len(problems) == 1
-    with pytest.raises(ea.EngineArgsError) as err:
+    with pytest.raises(ef.EngineArgsError) as err:
         ea.render("sglang", "0.4.6.post5", SPEC)
     assert problems[0] == err.value.msg
     assert "serving_engine_tls" in problems[0] and "0.5.10" in problems[0] and "serving_engine_tls: false" in problems[0]

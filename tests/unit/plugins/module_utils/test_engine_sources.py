@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 """The two programs engine_args sends elsewhere are real files: engine_probe.py (run as
 `python -c SOURCE` by the engine venv) and sglang_launch.py (installed as llmops_sglang_launch.py).
-engine_args reads their source at run time, also from a zip as AnsiballZ imports module_utils."""
+engine_args reads their source at run time, also from a zip as AnsiballZ imports module_utils.
+The translation point's four files import each other in one order, and by name, so that AnsiballZ
+(which packs what the module imports, and what those import) packs every one of them."""
+import ast
 import json
 import os
 import subprocess
@@ -11,10 +14,41 @@ import zipfile
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import engine_args as ea
+from ansible_collections.llmops.serving.plugins.module_utils import engine_flags as ef
+from ansible_collections.llmops.serving.plugins.module_utils import engine_validate as ev
 from ansible_collections.llmops.serving.plugins.module_utils import engine_probe, sglang_launch
 
 MODULE_UTILS = os.path.dirname(os.path.abspath(ea.__file__))
+MODULE = os.path.join(MODULE_UTILS, "..", "modules", "engine_args.py")
 PACKAGE = "ansible_collections/llmops/serving/plugins/module_utils"
+PREFIX = PACKAGE.replace("/", ".")
+# The translation point, in the order its files may import each other: each only those before it.
+TRANSLATION_POINT = ("engine_flags", "engine_spec", "engine_validate", "engine_args")
+
+
+def module_utils_imported(path):
+    """The module_utils names a Python file imports, as AnsiballZ's finder reads them: `from PREFIX
+    import name` and `from PREFIX.name import ...`."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == PREFIX:
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PREFIX + "."):
+            names.add(node.module[len(PREFIX) + 1:].split(".")[0])
+    return names
+
+
+def packed_by_ansiballz(path):
+    """The module_utils files AnsiballZ packs for the module at `path`: its imports, and theirs."""
+    todo, seen = list(module_utils_imported(path)), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(module_utils_imported(os.path.join(MODULE_UTILS, name + ".py")))
+    return seen
 
 
 def read(name):
@@ -23,10 +57,10 @@ def read(name):
 
 
 @pytest.mark.parametrize("text,filename", [
-    (ea.VALIDATE_SCRIPT, "engine_probe.py"),
+    (ev.VALIDATE_SCRIPT, "engine_probe.py"),
     (ea.LAUNCHER_SOURCE, "sglang_launch.py"),
     (ea.launcher_info()["content"], "sglang_launch.py"),
-    (ea.source_of(engine_probe), "engine_probe.py"),
+    (ev.source_of(engine_probe), "engine_probe.py"),
 ])
 def test_source_text_is_the_file_and_compiles(text, filename):
     assert text == read(filename)
@@ -35,8 +69,8 @@ def test_source_text_is_the_file_and_compiles(text, filename):
 
 
 def test_protocol_constants_are_unchanged():
-    assert ea.RESULT_MARKER == engine_probe.RESULT_MARKER == "@@LLMOPS_ENGINE_ARGS@@"
-    assert ea.API_KEY_ENV["sglang"] == sglang_launch.KEY_ENV == "LLMOPS_SGLANG_API_KEY"
+    assert ev.RESULT_MARKER == engine_probe.RESULT_MARKER == "@@LLMOPS_ENGINE_ARGS@@"
+    assert ef.API_KEY_ENV["sglang"] == sglang_launch.KEY_ENV == "LLMOPS_SGLANG_API_KEY"
     assert ea.launcher_info()["key_file_env"] == "LLMOPS_SGLANG_API_KEY_FILE"
     assert ea.LAUNCHER_MODULE == "llmops_sglang_launch" and sglang_launch.ENTRY == "sglang.launch_server"
 
@@ -47,17 +81,29 @@ def test_sources_are_read_from_a_zip_like_ansiballz(tmp_path):
         parts = PACKAGE.split("/")
         for depth in range(1, len(parts) + 1):
             zf.writestr("/".join(parts[:depth]) + "/__init__.py", "")
-        for name in sorted(os.listdir(MODULE_UTILS)):  # AnsiballZ packs what is imported; all is a superset
-            if name.endswith(".py"):
-                zf.write(os.path.join(MODULE_UTILS, name), PACKAGE + "/" + name)
+        for name in sorted(packed_by_ansiballz(MODULE)):  # only what AnsiballZ would pack
+            zf.write(os.path.join(MODULE_UTILS, name + ".py"), PACKAGE + "/" + name + ".py")
     code = ("import json, sys\nsys.path.insert(0, %r)\n"
             "from ansible_collections.llmops.serving.plugins.module_utils import engine_args as ea\n"
-            "print(json.dumps([ea.engine_probe.__file__, ea.VALIDATE_SCRIPT, ea.launcher_info()['content']]))"
+            "from ansible_collections.llmops.serving.plugins.module_utils import engine_validate as ev\n"
+            "ea.render('vllm', '0.32.0', {'model_path': '/m', 'served_model_name': 'm', 'host': '::1', 'port': 1})\n"
+            "print(json.dumps([ev.engine_probe.__file__, ev.VALIDATE_SCRIPT, ea.launcher_info()['content']]))"
             % payload)
     where, script, launcher = json.loads(subprocess.check_output([sys.executable, "-I", "-c", code],
                                                                  universal_newlines=True))
     assert where.startswith(payload + os.sep)
     assert script == read("engine_probe.py") and launcher == read("sglang_launch.py")
+
+
+def test_the_translation_points_files_import_only_those_before_them():
+    for place, name in enumerate(TRANSLATION_POINT):
+        inside = module_utils_imported(os.path.join(MODULE_UTILS, name + ".py")) & set(TRANSLATION_POINT)
+        assert inside <= set(TRANSLATION_POINT[:place]), (name, sorted(inside))
+
+
+def test_ansiballz_packs_every_file_of_the_translation_point_and_both_programs():
+    packed = packed_by_ansiballz(MODULE)
+    assert set(TRANSLATION_POINT) | {"engine_probe", "sglang_launch", "model", "engines"} <= packed, sorted(packed)
 
 
 # ------------------------------------------------------------------------------ the probe
@@ -73,11 +119,11 @@ def test_probe_imports_without_running_and_reports_a_missing_engine():
 
 def test_probe_script_speaks_the_marker_protocol():
     request = {"engine": "vllm", "argv": ["/m"], "launcher": None}
-    proc = subprocess.run([sys.executable, "-c", ea.VALIDATE_SCRIPT], input=json.dumps(request),
+    proc = subprocess.run([sys.executable, "-c", ev.VALIDATE_SCRIPT], input=json.dumps(request),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True)
     last = proc.stdout.splitlines()[-1]
-    assert proc.stdout.startswith("\n") and last.startswith(ea.RESULT_MARKER)
-    assert json.loads(last[len(ea.RESULT_MARKER):]) == engine_probe.probe(request)
+    assert proc.stdout.startswith("\n") and last.startswith(ev.RESULT_MARKER)
+    assert json.loads(last[len(ev.RESULT_MARKER):]) == engine_probe.probe(request)
 
 
 # ------------------------------------------------------------------------------ the launcher

@@ -66,12 +66,12 @@ def test_unknown_engine_names_the_known_ones():
 
 
 def test_standalone_scripts_agree_with_the_registry():
-    from ansible_collections.llmops.serving.plugins.module_utils import engine_args, sglang_launch
+    from ansible_collections.llmops.serving.plugins.module_utils import engine_args, engine_flags, sglang_launch
     entry = engines.engine_info("sglang", "0.5.23")["entry"]
     assert sglang_launch.ENTRY == entry["engine_module"]
     assert sglang_launch.KEY_ENV == engines.REGISTRY["sglang"]["api_key_env"]
     assert engine_args.LAUNCHER_MODULE == entry["module"]
-    assert engine_args.DISTRIBUTIONS["vllm"] == engines.REGISTRY["vllm"]["distributions"]
+    assert engine_flags.DISTRIBUTIONS["vllm"] == engines.REGISTRY["vllm"]["distributions"]
 
 
 def test_filters_expose_the_registry():

@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 
-from ansible_collections.llmops.serving.plugins.module_utils import engine_args as ea
+from ansible_collections.llmops.serving.plugins.module_utils import engine_validate as ev
 
 # Loads the probe's functions (its main() stays unused: __name__ is not "__main__") and answers one
 # JSON request a line with the probe's own marker line.
@@ -37,8 +37,8 @@ class WarmRunner(object):
         self.requests = 0
 
     def __call__(self, argv, data=None, env=None):
-        if len(argv) != 3 or argv[1:] != ["-c", ea.VALIDATE_SCRIPT]:
-            return ea.default_runner(argv, data, env)
+        if len(argv) != 3 or argv[1:] != ["-c", ev.VALIDATE_SCRIPT]:
+            return ev.default_runner(argv, data, env)
         child = self._child(argv[0], env or {})
         child.stdin.write(json.dumps(json.loads(data)) + "\n")
         child.stdin.flush()
@@ -49,7 +49,7 @@ class WarmRunner(object):
             if not line:
                 return child.wait(), "".join(lines), "the warm probe exited"
             lines.append(line)
-            if line.startswith(ea.RESULT_MARKER):
+            if line.startswith(ev.RESULT_MARKER):
                 return 0, "".join(lines), ""
 
     def _child(self, python, env):
@@ -60,7 +60,7 @@ class WarmRunner(object):
         if key not in self.children:
             full_env = dict(os.environ)
             full_env.update(env)
-            self.children[key] = subprocess.Popen([python, "-c", LOOP, ea.VALIDATE_SCRIPT], env=full_env,
+            self.children[key] = subprocess.Popen([python, "-c", LOOP, ev.VALIDATE_SCRIPT], env=full_env,
                                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                   universal_newlines=True)
         return self.children[key]

@@ -8,7 +8,8 @@ import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llmops.serving.plugins.module_utils import engine_args as ea
+from ansible_collections.llmops.serving.plugins.module_utils import engine_spec as es
+from ansible_collections.llmops.serving.plugins.module_utils import engine_validate as ev
 from ansible_collections.llmops.serving.plugins.modules import engine_args as module
 
 SPEC = {"model_path": "/srv/models/tiny", "served_model_name": "tiny", "host": "127.0.0.1", "port": 8000}
@@ -66,7 +67,7 @@ def test_validation_runs_through_run_command(monkeypatch):
                                ["--model-path", "--served-model-name", "--host", "--port", "--tp-size",
                                 "--enable-metrics", "--device", "--attention-backend"]),
                "parser_source": "fake", "launcher_present": True}
-        return 0, ea.RESULT_MARKER + json.dumps(res) + "\n", ""
+        return 0, ev.RESULT_MARKER + json.dumps(res) + "\n", ""
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     kind, result = run({"engine": "sglang", "engine_version": "0.5.23", "spec": SPEC,
@@ -93,7 +94,7 @@ def test_a_second_validation_of_the_same_venv_and_flags_reads_the_cache(monkeypa
                                ["--served-model-name", "--host", "--port", "--tensor-parallel-size",
                                 "--enable-prefix-caching", "--max-num-seqs"]),
                "parser_source": "fake"}
-        return 0, ea.RESULT_MARKER + json.dumps(res) + "\n", ""
+        return 0, ev.RESULT_MARKER + json.dumps(res) + "\n", ""
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     args = {"engine": "vllm", "engine_version": "0.32.0", "spec": SPEC, "python": str(venv / "bin" / "python"),
@@ -127,7 +128,7 @@ def test_unknown_flag_failure_carries_details(monkeypatch):
                                ["--served-model-name", "--host", "--port", "--tensor-parallel-size",
                                 "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-log-requests",
                                 "--disable-log-stats"])}
-        return 0, ea.RESULT_MARKER + json.dumps(res), ""
+        return 0, ev.RESULT_MARKER + json.dumps(res), ""
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     kind, result = run({"engine": "vllm", "engine_version": "0.32.0", "spec": SPEC, "python": "/v/bin/python",
@@ -143,7 +144,7 @@ def test_documentation_matches_the_argument_spec():
     returns = yaml.safe_load(module.RETURN)
     assert set(doc["options"]) == {"engine", "engine_version", "spec", "extra_args", "stack_args", "validate", "python",
                                    "cache_dir", "cache_update"}
-    assert set(doc["options"]["spec"]["suboptions"]) == set(module.SPEC_OPTIONS) == set(ea.SPEC_DEFAULTS)
+    assert set(doc["options"]["spec"]["suboptions"]) == set(module.SPEC_OPTIONS) == set(es.SPEC_DEFAULTS)
     for name, opt in module.SPEC_OPTIONS.items():
         documented = doc["options"]["spec"]["suboptions"][name]
         assert documented["type"] == opt["type"], name
