@@ -384,14 +384,32 @@ def _override_msg(engine, where, key, owner):
             % (where, key, owner, variable, key))
 
 
+def unit_product(command, env, current_link=None, base_env=None, override_env=None):
+    """What the engine unit runs: (exec, environment). The exec is the command started through the
+    venv's current link (`<current_link>/bin/python`), so that an upgrade is a link switch and a
+    restart; the environment is base_env, then the rendered env, then override_env (the user's
+    last word), every value a string as systemd reads it."""
+    exec_argv = list(command)
+    if current_link:
+        exec_argv[0] = current_link.rstrip("/") + "/bin/python"
+    environment = {}
+    for layer in (base_env or {}, env, override_env or {}):
+        for key, value in layer.items():
+            environment[str(key)] = str(value)
+    return exec_argv, environment
+
+
 def build(engine, engine_version, spec, extra_args=None, stack_args=None, validate_flags=True,
-          python=None, runner=None):
+          python=None, runner=None, current_link=None, base_env=None, override_env=None):
     """render() + validate(); the dict the engine_args module returns (without `changed`)."""
     rendered = render(engine, engine_version, spec, extra_args=extra_args, stack_args=stack_args)
     interpreter = python or "python3"
     command = [interpreter, "-m", rendered["entry_module"]] + rendered["argv_prefix"] + rendered["flags"]
+    exec_argv, environment = unit_product(command, rendered["env"], current_link, base_env, override_env)
     result = {
         "command": command,
+        "exec": exec_argv,
+        "environment": environment,
         "flags": rendered["flags"],
         "env": rendered["env"],
         "api_key_env": rendered["api_key_env"],

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The engine registry: everything engine-specific that is not a flag.
 
-Flags live in the one translation table beside this file (engine_args.FLAG_TABLE); everything else
+Flags live in the one translation table beside this file (engine_flags.FLAG_TABLE); everything else
 an engine differs in lives here: how it starts, which distributions carry it, its health route, the
 variable its API key comes from, its systemd unit, its metric names by version, how its model
 registry is read, which architectures it serves from which version, how it budgets GPU memory, and
@@ -68,6 +68,20 @@ REGISTRY = {
         "admin_key_env": None,
         # polled before the readiness generation
         "health_path": "/health",
+        # how it schedules, for the gateway's client priorities and the preflight plan: lower
+        # priority values are served first; --max-num-batched-tokens is both the step budget and
+        # the prefill chunk size (serving_max_batched_tokens and the chunk size are one flag)
+        "priority_lower_first": True,
+        "chunk_is_step_budget": True,
+        # what a GPU stack builds for it besides its wheels (the sglang_kernels role), and whether
+        # its CPU engine serves LoRA adapters
+        "gpu_kernels": None,
+        "lora_on_cpu": True,
+        # how its CPU engine bounds the KV cache: an environment variable in GiB
+        "cpu_kv_cap": {"env": "VLLM_CPU_KVCACHE_SPACE"},
+        # its KV-usage gauge counts the preallocated blocks in use: pressure is high usage while
+        # many requests run (the monitoring role's rule)
+        "kv_pressure": "usage_and_running",
         # words in a listener's command line that make it our own engine (preflight re-runs)
         "process_words": ["vllm"],
         "metric_prefix": "vllm:",
@@ -261,6 +275,17 @@ REGISTRY = {
         "admin_key_env": "LLMOPS_SGLANG_ADMIN_API_KEY",
         # runs a generation inside the server, so it fails while the model cannot generate
         "health_path": "/health_generate",
+        # higher priority values first, unless --schedule-low-priority-values-first; its chunk size
+        # (--chunked-prefill-size) and step budget are separate flags
+        "priority_lower_first": False,
+        "chunk_is_step_budget": False,
+        # sgl-kernel's CUDA build on GPU stacks (the sglang_kernels role); its CPU engine has no LoRA
+        "gpu_kernels": "sgl-kernel",
+        "lora_on_cpu": False,
+        # its CPU engine's KV pool is sized by --max-total-tokens
+        "cpu_kv_cap": {"flag": "max_total_tokens"},
+        # its token usage is the share of the KV pool in use: high usage alone is pressure
+        "kv_pressure": "usage",
         "process_words": ["sglang"],
         "metric_prefix": "sglang:",
         # requests_total / errors_total: HTTP responses by status_code, without Prometheus' own

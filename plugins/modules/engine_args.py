@@ -247,6 +247,20 @@ options:
         A venv built again under the same name (new C(pyvenv.cfg)) is asked afresh.
       - Unset, every run validates.
     type: path
+  current_link:
+    description:
+      - The venv's C(<engine>-current) link. RV(exec) runs the engine through it
+        (C(<current_link>/bin/python)), so that an upgrade is a link switch and a restart; O(python)
+        still names the venv the flags are checked against. Unset, RV(exec) is RV(command).
+    type: path
+  base_env:
+    description: Environment under the rendered one in RV(environment) (the role's and the stack profile's).
+    type: dict
+    default: {}
+  override_env:
+    description: Environment over the rendered one in RV(environment) (the user's C(engine_environment)).
+    type: dict
+    default: {}
   cache_update:
     description:
       - Write new answers to O(cache_dir); false only reads it (the roles pass false in check mode,
@@ -304,15 +318,29 @@ EXAMPLES = r"""
       sampling-defaults: openai
   register: __engine_args
 
+- name: The unit's command through the venv's current link, and its whole environment
+  llmops.serving.engine_args:
+    engine: vllm
+    engine_version: "0.32.0"
+    python: /opt/llmops/venvs/vllm-0.32.0-0123abcd/bin/python
+    current_link: /opt/llmops/venvs/vllm-current
+    base_env: {HOME: /var/cache/llmops-engine}
+    override_env: "{{ engine_environment }}"
+    spec:
+      model_path: /opt/llmops/models/qwen3-32b
+      served_model_name: qwen3-32b
+      host: 127.0.0.1
+      port: 8000
+  register: __engine_args
+
 - name: Write the unit from the result
   ansible.builtin.template:
     src: engine.service.j2
     dest: /etc/systemd/system/llmops-engine.service
     mode: "0644"
   vars:
-    engine_exec: "{{ __engine_args.command | map('quote') | join(' ') }}"
-    engine_env: "{{ __engine_args.env }}"
-    engine_key_var: "{{ __engine_args.api_key_env }}"
+    unit_exec: "{{ __engine_args.exec | map('quote') | join(' ') }}"
+    unit_env: "{{ __engine_args.environment }}"
 """
 
 RETURN = r"""
@@ -324,6 +352,22 @@ command:
   sample: ["/opt/llmops/venvs/vllm-0.32.0/bin/python", "-m", "vllm.entrypoints.cli.main", "serve",
            "/opt/llmops/models/qwen3-32b", "--served-model-name", "qwen3-32b", "--host", "127.0.0.1",
            "--port", "8000", "--tensor-parallel-size", "8", "--enable-prefix-caching"]
+exec:
+  description:
+    - What the unit runs - RV(command) with the interpreter of O(current_link) (RV(command) when it is unset).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/opt/llmops/venvs/vllm-current/bin/python", "-m", "vllm.entrypoints.cli.main", "serve",
+           "/opt/llmops/models/qwen3-32b", "--served-model-name", "qwen3-32b", "--host", "127.0.0.1",
+           "--port", "8000", "--tensor-parallel-size", "1", "--enable-prefix-caching"]
+environment:
+  description:
+    - The unit's whole non-secret environment - O(base_env), then RV(env), then O(override_env), each
+      value a string. The API key is not in it (see RV(api_key_env)).
+  returned: always
+  type: dict
+  sample: {"HOME": "/var/cache/llmops-engine", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
 flags:
   description: The flags (and their values) only, without interpreter, entry module, subcommand or positional model.
   returned: always
@@ -476,6 +520,9 @@ def main():
             python=dict(type="path"),
             cache_dir=dict(type="path"),
             cache_update=dict(type="bool", default=True),
+            current_link=dict(type="path"),
+            base_env=dict(type="dict", default={}),
+            override_env=dict(type="dict", default={}),
         ),
         required_if=[("validate", True, ["python"])],
         supports_check_mode=True,
@@ -491,7 +538,8 @@ def main():
         result = build(
             params["engine"], params["engine_version"], params["spec"],
             extra_args=params["extra_args"], stack_args=params["stack_args"],
-            validate_flags=params["validate"], python=params["python"], runner=runner)
+            validate_flags=params["validate"], python=params["python"], runner=runner,
+            current_link=params["current_link"], base_env=params["base_env"], override_env=params["override_env"])
     except EngineArgsError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     result["validation_cached"] = bool(runner.hits)

@@ -77,6 +77,7 @@ def render(engine, version, **overrides):
     variables.setdefault("__monitoring_engine_target", variables["serving_listen"])
     variables.update(serving_engine=engine, __monitoring_engine_version=version,
                      serving_spec_unit=_registry().engine_info(engine)["unit"],
+                     serving_spec_engine=_registry().engine_info(engine, version),
                      __monitoring_metrics=metric_set(engine, version))
     return _template("llmops-engine.rules.yml.j2", variables)
 

@@ -765,3 +765,27 @@ def test_real_sglang_parses_both_ranks_of_a_two_host_instance(warm):
         result = ea.build("sglang", version, spec(pipeline_parallel=2, nodes=nodes(rank)),
                           stack_args={"device": "cpu"}, python=SGLANG_PY, runner=warm)
         assert result["validated"] and result["validation_method"] == "parser"
+
+
+# ---------------------------------------------------------------------------------------------
+# the final product: the unit's command and environment
+# ---------------------------------------------------------------------------------------------
+def test_the_unit_runs_through_the_current_link_and_the_flags_are_those_checked():
+    result = ea.build("vllm", "0.32.0", spec(), validate_flags=False, python=PY,
+                      current_link="/opt/llmops/venvs/vllm-current/")
+    assert result["exec"][0] == "/opt/llmops/venvs/vllm-current/bin/python"
+    assert result["command"][0] == PY and result["exec"][1:] == result["command"][1:]
+    assert result["exec"][-len(result["flags"]):] == result["flags"]
+    unlinked = ea.build("vllm", "0.32.0", spec(), validate_flags=False, python=PY)
+    assert unlinked["exec"] == unlinked["command"]
+
+
+def test_the_units_environment_is_base_then_rendered_then_the_users():
+    result = ea.build("vllm", "0.32.0", spec(), validate_flags=False, python=PY,
+                      base_env={"HOME": "/var/cache/e", "VLLM_NO_USAGE_STATS": "0", "OMP_NUM_THREADS": 4},
+                      override_env={"HF_HUB_OFFLINE": "0", "EXTRA": True})
+    env = result["environment"]
+    assert env["HOME"] == "/var/cache/e" and env["OMP_NUM_THREADS"] == "4"
+    assert env["VLLM_NO_USAGE_STATS"] == "1"  # the rendered value over the base
+    assert env["HF_HUB_OFFLINE"] == "0" and env["EXTRA"] == "True"  # the user's last word
+    assert set(result["env"]) <= set(env) and "VLLM_API_KEY" not in env

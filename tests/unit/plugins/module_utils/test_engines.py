@@ -103,7 +103,7 @@ ALLOWED = {
     ("roles/monitoring/files/llmops-engines.dashboard.json", "metric name"): 16,
     # Module documentation (ansible-doc) describes the entry modules, key variables and choices;
     # the code reads them from the registry.
-    ("plugins/modules/engine_args.py", "entry module"): 5,
+    ("plugins/modules/engine_args.py", "entry module"): 6,
     ("plugins/modules/engine_args.py", "API-key variable"): 7,
     ("plugins/modules/engine_ready.py", "health route"): 1,
     ("plugins/modules/engine_drain_wait.py", "metric name"): 4,
@@ -176,3 +176,18 @@ def test_the_qwen35_generation_has_gpu_profiles_that_serve_it():
                    for e in ("vllm", "sglang") for arch in archs)
     gpu = sorted(p for p in profiles if profiles[p].get("cuda"))
     assert [p for p in gpu if serves(p)] == ["cuda12.8", "cuda13.0"]
+
+
+# What the roles read from the registry instead of comparing engine names (test_role_facts.py
+# keeps them from comparing): every engine answers each, with a value of the kind the roles use.
+ROLE_FIELDS = {"priority_lower_first": bool, "chunk_is_step_budget": bool, "lora_on_cpu": bool,
+               "gpu_kernels": (str, type(None)), "cpu_kv_cap": dict, "kv_pressure": str}
+
+
+@pytest.mark.parametrize("engine", sorted(engines.REGISTRY))
+def test_every_engine_answers_what_the_roles_ask_of_it(engine):
+    info = engines.engine_info(engine)
+    for field, kind in ROLE_FIELDS.items():
+        assert isinstance(info[field], kind), (engine, field)
+    assert set(info["cpu_kv_cap"]) in ({"env"}, {"flag"}), info["cpu_kv_cap"]
+    assert info["kv_pressure"] in ("usage", "usage_and_running")

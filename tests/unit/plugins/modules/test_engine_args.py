@@ -57,6 +57,15 @@ def test_renders_without_validation_in_check_mode():
     assert "--enable-prefix-caching" in result["flags"] and "1" in result["flags"]
 
 
+def test_the_module_passes_the_current_link_and_both_environments_through():
+    kind, result = run({"engine": "vllm", "engine_version": "0.32.0", "spec": SPEC, "validate": False,
+                        "python": "/venv/bin/python", "current_link": "/opt/v/vllm-current",
+                        "base_env": {"HOME": "/h", "DO_NOT_TRACK": "0"}, "override_env": {"HOME": "/mine"}})
+    assert kind is Exit
+    assert result["exec"] == ["/opt/v/vllm-current/bin/python"] + result["command"][1:]
+    assert result["environment"]["HOME"] == "/mine" and result["environment"]["DO_NOT_TRACK"] == "1"
+
+
 def test_validation_runs_through_run_command(monkeypatch):
     seen = {}
 
@@ -143,11 +152,11 @@ def test_documentation_matches_the_argument_spec():
     yaml.safe_load(module.EXAMPLES)
     returns = yaml.safe_load(module.RETURN)
     assert set(doc["options"]) == {"engine", "engine_version", "spec", "extra_args", "stack_args", "validate", "python",
-                                   "cache_dir", "cache_update"}
+                                   "cache_dir", "cache_update", "current_link", "base_env", "override_env"}
     assert set(doc["options"]["spec"]["suboptions"]) == set(module.SPEC_OPTIONS) == set(es.SPEC_DEFAULTS)
     for name, opt in module.SPEC_OPTIONS.items():
         documented = doc["options"]["spec"]["suboptions"][name]
         assert documented["type"] == opt["type"], name
         assert documented.get("default") == opt.get("default"), name
-    for key in ("command", "flags", "env", "api_key_env", "validated", "validation_method", "validation_cached", "msg"):
+    for key in ("command", "exec", "environment", "flags", "env", "api_key_env", "validated", "validation_method", "validation_cached", "msg"):
         assert key in returns
