@@ -388,14 +388,14 @@ def unit_product(command, env, current_link=None, base_env=None, override_env=No
     """What the engine unit runs: (exec, environment). The exec is the command started through the
     venv's current link (`<current_link>/bin/python`), so that an upgrade is a link switch and a
     restart; the environment is base_env, then the rendered env, then override_env (the user's
-    last word), every value a string as systemd reads it."""
+    last word), every value a string as systemd reads it (a null one empty, as Jinja writes it)."""
     exec_argv = list(command)
     if current_link:
         exec_argv[0] = current_link.rstrip("/") + "/bin/python"
     environment = {}
     for layer in (base_env or {}, env, override_env or {}):
         for key, value in layer.items():
-            environment[str(key)] = str(value)
+            environment[str(key)] = "" if value is None else str(value)
     return exec_argv, environment
 
 

@@ -783,9 +783,10 @@ def test_the_unit_runs_through_the_current_link_and_the_flags_are_those_checked(
 def test_the_units_environment_is_base_then_rendered_then_the_users():
     result = ea.build("vllm", "0.32.0", spec(), validate_flags=False, python=PY,
                       base_env={"HOME": "/var/cache/e", "VLLM_NO_USAGE_STATS": "0", "OMP_NUM_THREADS": 4},
-                      override_env={"HF_HUB_OFFLINE": "0", "EXTRA": True})
+                      override_env={"HF_HUB_OFFLINE": "0", "EXTRA": True, "UNSET": None})
     env = result["environment"]
     assert env["HOME"] == "/var/cache/e" and env["OMP_NUM_THREADS"] == "4"
     assert env["VLLM_NO_USAGE_STATS"] == "1"  # the rendered value over the base
     assert env["HF_HUB_OFFLINE"] == "0" and env["EXTRA"] == "True"  # the user's last word
+    assert env["UNSET"] == ""  # as the env file's template wrote a null
     assert set(result["env"]) <= set(env) and "VLLM_API_KEY" not in env

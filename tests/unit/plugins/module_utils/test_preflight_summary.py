@@ -102,13 +102,13 @@ def summary(tp=2, max_model_len=32768, fraction=0.9, concurrency=256, gpus=None,
         "serving_model": {"name": "qwen2.5-32b", "source": Q25},
         "preflight_hf_endpoint": "https://huggingface.co",
         "__preflight_gpu_stack": True,
-        "__preflight_gpus": gpus,
-        "__preflight_model_known": True,
+        "preflight_gpus": gpus,
+        "preflight_model_known": True,
         "__preflight_model_origin": "folder " + Q25,
-        "__preflight_model": mfacts,
+        "preflight_model": mfacts,
         "__preflight_hub_config": {"changed": False, "skipped": True},  # the folder has config.json
         "__preflight_host": {"summary": [HOST_LINE], "problems": [], "fatal": []},
-        "__preflight_plan": plan_result,
+        "preflight_plan": plan_result,
     }
     if interpreter is not None:
         variables["python_env_interpreter_choice"] = interpreter
