@@ -6,8 +6,12 @@ LLMOPS_API_KEY in its verifier env to say what it deployed.
 import json
 import os
 import shlex
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "harness"))
+import golden_units  # noqa: E402  pylint: disable=wrong-import-position
 
 ENGINE = os.environ.get("LLMOPS_ENGINE", "vllm")
 MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
@@ -44,6 +48,21 @@ def special_ids(host):
     """The special tokens' ids from the served folder's tokenizer.json."""
     tok = json.loads(host.file("/var/lib/llmops/models/%s/tokenizer.json" % MODEL).content_string)
     return dict((t["content"], t["id"]) for t in tok["added_tokens"])
+
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "..", "fixtures", "golden", "engine-units")
+
+
+@pytest.mark.parametrize("path", ["/etc/systemd/system/%s" % UNIT, "/etc/llmops/%s.env" % ENGINE],
+                         ids=["unit", "env-file"])
+def test_the_unit_and_env_file_are_those_the_same_inventory_got_before(host, path):
+    """The engine's unit and environment file, byte for byte those of the same inventory before the
+    translation point returned its final product (tests/fixtures/golden/engine-units/README.md),
+    secrets and the host's own addresses masked."""
+    with open(os.path.join(GOLDEN, os.path.basename(path)), encoding="utf-8") as handle:
+        expected = handle.read()
+    got = golden_units.normalized(host.file(path).content_string)
+    assert got.splitlines() == expected.splitlines()
 
 
 def test_unit_active_and_enabled(host):
