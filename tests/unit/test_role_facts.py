@@ -4,6 +4,7 @@ inside the role (or the playbooks folder) that sets it. No role, playbook or tem
 serving_engine with an engine's name: what an engine differs in is the registry's
 (plugins/module_utils/engines.py), read through serving_spec_engine or the engine_info filter."""
 import collections
+import functools
 import os
 import re
 
@@ -25,7 +26,10 @@ def scope_of(rel):
     return "role " + parts[1] if parts[0] == "roles" else parts[0]
 
 
+@functools.lru_cache(maxsize=None)
 def files():
+    """(path from the root, text) of every role, playbook and template file, read once per session."""
+    out = []
     for top in SCANNED:
         for dirpath, dirs, names in os.walk(os.path.join(ROOT, top)):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
@@ -33,7 +37,8 @@ def files():
                 if name.endswith(SUFFIXES):
                     path = os.path.join(dirpath, name)
                     with open(path, encoding="utf-8") as handle:
-                        yield os.path.relpath(path, ROOT), handle.read()
+                        out.append((os.path.relpath(path, ROOT), handle.read()))
+    return tuple(out)
 
 
 def set_names(text):
