@@ -2,8 +2,16 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Deselected tests are checks that did not run: each pytest run that writes a JUnit file also writes
 the tests it deselected beside it (<junit>.deselected, a JSON list of 'test id [why]'), and the
-summary of `make test` counts them like skips (tests/harness/summarise_results.py)."""
+summary of `make test` counts them like skips (tests/harness/summarise_results.py).
+
+testinfra's ``podman://`` hosts run each command through the test hosts' namespaces where the
+controller may (tests/harness/podman_enter.py), as the Ansible connection of the test hosts does."""
 import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness"))
+import podman_enter  # noqa: E402  pylint: disable=wrong-import-position
 
 _DESELECTED = []
 
@@ -26,3 +34,29 @@ def pytest_sessionfinish(session):
     if xmlpath:
         with open(xmlpath + ".deselected", "w") as handle:
             json.dump(sorted(set(_DESELECTED)), handle, indent=1)
+
+
+def _enter_podman_hosts_directly():
+    try:
+        from testinfra.backend import podman as backend
+    except ImportError:
+        return
+    podman_exec = backend.PodmanBackend.run
+    if getattr(podman_exec, "enters_namespaces", False):
+        return
+
+    def run(self, command, *args, **kwargs):
+        pid = podman_enter.container_pid(self.name) if podman_enter.enabled(self.user) else None
+        if not pid:
+            return podman_exec(self, command, *args, **kwargs)
+        cmd = self.get_command(command, *args)
+        argv = podman_enter.command(pid, ["/bin/sh", "-c", cmd])
+        out = self.run_local(" ".join(["%s"] * len(argv)), *argv)
+        out.command = self.encode(cmd)
+        return out
+
+    run.enters_namespaces = True
+    backend.PodmanBackend.run = run
+
+
+_enter_podman_hosts_directly()

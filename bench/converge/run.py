@@ -140,6 +140,10 @@ def playbook(tree, inv, label, case, limit, extra_args=(), expect_fail=False, en
                LLMOPS_RUN_COST_FILE=cost,
                LLMOPS_RUN_COST_LABEL=json.dumps({"tree": label, "case": case, "hosts": len(limit)}),
                CONTAINERS_CONF=os.path.join(CACHE, "containers.conf"),
+               # a podman exec per remote call, as the figures before were measured: entering the
+               # hosts' namespaces (tests/harness/podman_enter.py) would make the modules on the
+               # hosts the controller's own children, and their CPU the controller's
+               LLMOPS_PODMAN_NSENTER="0",
                ANSIBLE_FORCE_COLOR="0",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inv, os.path.join(tree, "playbooks", "site.yml"), "-e", "@" + secrets(),

@@ -7,6 +7,11 @@ the stdin of one remote command. The stock podman connection cannot pipeline bec
 ``podman exec`` without ``-i``, so every module costs a temporary directory, a copy, a chmod and a
 cleanup, each one more ``podman exec``. Attaching stdin when there is data makes the test hosts
 run modules the way SSH hosts do, at about half the wall time per task on a 2-core machine.
+
+On a root controller the commands, and the files put and fetched, go through the container's
+namespaces instead of a podman process each (tests/harness/podman_enter.py): ``nsenter`` into the
+container's init, and its root under /proc for files. That is ~3 ms a command instead of ~0.2 s,
+and no ``podman mount`` per task. Modules are still pipelined on the command's stdin, as over SSH.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -59,12 +64,18 @@ DOCUMENTATION = """
           - name: ANSIBLE_PODMAN_EXECUTABLE
 """
 
+import os
 import shlex
+import subprocess
+import sys
 
 from ansible import constants as C
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.connection import ConnectionBase, ensure_connect
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import podman_enter  # noqa: E402  pylint: disable=wrong-import-position
 
 
 class Connection(PodmanConnection):
@@ -82,14 +93,34 @@ class Connection(PodmanConnection):
         """
         return not wrap_async and not C.DEFAULT_KEEP_REMOTE_FILES
 
+    _pid = None
+
+    def _connect(self):
+        """The container's init through its namespaces where the controller may enter them (no
+        ``podman mount``: files go through /proc/PID/root), else the parent's mount."""
+        if podman_enter.enabled(self.user):
+            self._pid = podman_enter.container_pid(self._container_id, self.get_option("podman_executable"))
+        if not self._pid:
+            return super(Connection, self)._connect()
+        ConnectionBase._connect(self)
+        self._mount_point = ("/proc/%s/root" % self._pid).encode()
+        self._connected = True
+        return self
+
     @ensure_connect
     def exec_command(self, cmd, in_data=None, sudoable=False):
         """Run cmd in the container, its stdin attached when there is input (a pipelined module)."""
         # The parent's exec_command would run without -i; only the base class's bookkeeping is wanted.
         ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
+        argv = shlex.split(to_native(cmd, errors="surrogate_or_strict"))
+        if self._pid:
+            proc = subprocess.Popen(podman_enter.command(self._pid, argv), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout, stderr = proc.communicate(input=in_data)
+            return proc.returncode, stdout, stderr
         args = ["exec"]
         if in_data is not None:
             args.append("-i")
         if self.user:
             args.extend(("--user", self.user))
-        return self._podman(args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
+        return self._podman(args, argv, in_data)

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+import podman_enter
 from killing import kill_run
 
 pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_FLEET_SCENARIO") != "1",
@@ -79,7 +80,9 @@ def address(container):
 
 
 def on_host(container, cmd, check=True):
-    return podman("exec", container, "sh", "-c", cmd, check=check)
+    res = subprocess.run(podman_enter.exec_argv(container, ["sh", "-c", cmd]), check=check, capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL)
+    return res.stdout.strip()
 
 
 def served_version(container):
