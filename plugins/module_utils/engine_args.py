@@ -108,6 +108,37 @@ def _flag_key(raw, where):
     return head.replace("_", "-") + dot + tail
 
 
+def merged_args(engine, stack_args, extra_args):
+    """The stack profile's flags (its pipeline's included), then serving_engine_extra_args over them
+    (never over the spec's): ({flag name with dashes: (value, 'stack'|'extra', where)}, warnings)."""
+    merged = {}
+    warnings = []
+    for where, args, source in (("stack profile args", stack_args or {}, "stack"),
+                                ("serving_engine_extra_args", extra_args or {}, "extra")):
+        if not isinstance(args, dict):
+            raise EngineArgsError("%s must be a dict of flag name -> value; got %r" % (where, args))
+        for raw in sorted(args, key=str):
+            key = _flag_key(raw, where)
+            owner = _owned_by_spec(engine, key)
+            if owner:
+                raise EngineArgsError(_override_msg(engine, where, key, owner))
+            if key in FORBIDDEN_EXTRA:
+                raise EngineArgsError("%s: --%s is not allowed: %s" % (where, key, FORBIDDEN_EXTRA[key]))
+            if key in merged and merged[key][1] == "stack":
+                warnings.append("serving_engine_extra_args overrides the stack profile's --%s (%r -> %r)"
+                                % (key, merged[key][0], args[raw]))
+            merged[key] = (args[raw], source, where)
+    return merged, warnings
+
+
+def flag_values(engine, stack_args, extra_args):
+    """The values of the flags the unit gets from the stack profile and serving_engine_extra_args, as
+    the unit gets them, named with underscores ({'enforce_eager': True}): what a plan made before the
+    engine's flags are rendered reads."""
+    merged, dummy = merged_args(engine, stack_args, extra_args)
+    return dict((key.replace("-", "_"), value) for key, (value, dummy_source, dummy_where) in merged.items())
+
+
 def _render_value(engine, key, value, where):
     """[] (omitted), or the argv pieces for one flag and its value."""
     flag = "--" + key
@@ -241,21 +272,8 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         add_spec("long_context", [table["long_context"],
                                   _long_context_json(engine, engine_version, spec["long_context"], spec["model_path"])])
 
-    # stack args first, extra args may override them (not the spec)
-    merged = {}
-    for where, args, source in (("stack profile args", stack_args, "stack"),
-                                ("serving_engine_extra_args", extra_args, "extra")):
-        for raw in sorted(args, key=str):
-            key = _flag_key(raw, where)
-            owner = _owned_by_spec(engine, key)
-            if owner:
-                raise EngineArgsError(_override_msg(engine, where, key, owner))
-            if key in FORBIDDEN_EXTRA:
-                raise EngineArgsError("%s: --%s is not allowed: %s" % (where, key, FORBIDDEN_EXTRA[key]))
-            if key in merged and merged[key][1] == "stack":
-                warnings.append("serving_engine_extra_args overrides the stack profile's --%s (%r -> %r)"
-                                % (key, merged[key][0], args[raw]))
-            merged[key] = (args[raw], source, where)
+    merged, merge_warnings = merged_args(engine, stack_args, extra_args)
+    warnings.extend(merge_warnings)
     override_flag = table["long_context"].lstrip("-")
     if spec["long_context"] is not None and override_flag in merged:
         raise EngineArgsError(
