@@ -19,7 +19,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import engine_valid
 from ansible_collections.llmops.serving.plugins.module_utils import engine_probe, sglang_launch
 
 MODULE_UTILS = os.path.dirname(os.path.abspath(ea.__file__))
-MODULE = os.path.join(MODULE_UTILS, "..", "modules", "engine_args.py")
+MODULE = os.path.join(MODULE_UTILS, "..", "modules", "engine_parse_args.py")
 PACKAGE = "ansible_collections/llmops/serving/plugins/module_utils"
 PREFIX = PACKAGE.replace("/", ".")
 # The translation point, in the order its files may import each other: each only those before it.

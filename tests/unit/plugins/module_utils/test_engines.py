@@ -103,8 +103,8 @@ ALLOWED = {
     ("roles/monitoring/files/llmops-engines.dashboard.json", "metric name"): 16,
     # Module documentation (ansible-doc) describes the entry modules, key variables and choices;
     # the code reads them from the registry.
-    ("plugins/modules/engine_args.py", "entry module"): 6,
-    ("plugins/modules/engine_args.py", "API-key variable"): 7,
+    ("plugins/modules/engine_parse_args.py", "entry module"): 6,
+    ("plugins/modules/engine_parse_args.py", "API-key variable"): 7,
     ("plugins/modules/engine_ready.py", "health route"): 1,
     ("plugins/modules/engine_drain_wait.py", "metric name"): 4,
     ("plugins/modules/rollout_state.py", "unit name"): 3,

@@ -1,6 +1,9 @@
 # -*- coding: utf-8 -*-
-"""The engine_args module wrapper: argument spec, check mode, failures, documentation."""
+"""The engine_parse_args module wrapper: argument spec, check mode, failures, documentation."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -10,7 +13,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.module_utils import engine_spec as es
 from ansible_collections.llmops.serving.plugins.module_utils import engine_validate as ev
-from ansible_collections.llmops.serving.plugins.modules import engine_args as module
+from ansible_collections.llmops.serving.plugins.modules import engine_parse_args as module
 
 SPEC = {"model_path": "/srv/models/tiny", "served_model_name": "tiny", "host": "127.0.0.1", "port": 8000}
 
@@ -160,3 +163,25 @@ def test_documentation_matches_the_argument_spec():
         assert documented.get("default") == opt.get("default"), name
     for key in ("command", "exec", "environment", "flags", "env", "api_key_env", "validated", "validation_method", "validation_cached", "msg"):
         assert key in returns
+
+
+
+
+def test_the_old_name_reaches_the_module(tmp_path):
+    """meta/runtime.yml routes llmops.serving.engine_args (the module's earlier name) to it: a playbook
+    that calls the old name runs this module."""
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [{
+        "llmops.serving.engine_args": {
+            "engine": "vllm", "engine_version": "0.32.0", "validate": False, "python": "/opt/venv/bin/python",
+            "spec": {"model_path": "/srv/models/m", "served_model_name": "m", "host": "127.0.0.1", "port": 8000}}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    # the results as JSON, without the project's callbacks that print beside them
+    (tmp_path / "ansible.cfg").write_text("[defaults]\nstdout_callback = ansible.posix.json\n")
+    run = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+                          str(tmp_path / "play.yml")], capture_output=True, text=True, check=False,
+                         env=dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg")))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    task = json.loads(run.stdout)["plays"][0]["tasks"][0]
+    assert task["task"]["name"] == "llmops.serving.engine_args"
+    argv = task["hosts"]["localhost"]["exec"]
+    assert argv[:5] == ["/opt/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "/srv/models/m"], argv

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: engine_args
+module: engine_parse_args
 short_description: Render the serving spec into vLLM or SGLang argv and check it against the installed engine
 version_added: "0.1.0"
 description:
@@ -283,7 +283,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Render and validate the vLLM command line
-  llmops.serving.engine_args:
+  llmops.serving.engine_parse_args:
     engine: vllm
     engine_version: "0.32.0"
     python: /opt/llmops/venvs/vllm-0.32.0/bin/python
@@ -302,7 +302,7 @@ EXAMPLES = r"""
   register: __engine_args
 
 - name: SGLang on the cpu stack profile
-  llmops.serving.engine_args:
+  llmops.serving.engine_parse_args:
     engine: sglang
     engine_version: "0.5.23"
     python: /opt/llmops/venvs/sglang-0.5.23/bin/python
@@ -319,7 +319,7 @@ EXAMPLES = r"""
   register: __engine_args
 
 - name: The unit's command through the venv's current link, and its whole environment
-  llmops.serving.engine_args:
+  llmops.serving.engine_parse_args:
     engine: vllm
     engine_version: "0.32.0"
     python: /opt/llmops/venvs/vllm-0.32.0-0123abcd/bin/python
