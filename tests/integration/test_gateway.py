@@ -4,6 +4,7 @@ Run by the default scenario's verifier (testinfra, podman backend). The verifier
 was deployed: LLMOPS_GATEWAY_PORT, LLMOPS_GATEWAY_KEYS (name=key,...), LLMOPS_GATEWAY_CLIENT_HOST
 (an engine-less container on the same network), LLMOPS_MODEL, LLMOPS_LISTEN, LLMOPS_API_KEY.
 """
+import base64
 import json
 import os
 import re
@@ -239,6 +240,28 @@ def test_unknown_model_is_404_at_the_gateway(sdk, host):
         time.sleep(0.5)
     assert lines and lines[-1]["status"] == 404 and lines[-1]["upstream"] == "", lines
 
+
+@pytest.mark.parametrize("kind", ["byte order mark", "NaN"])
+def test_a_body_the_gateway_cannot_read_is_400_and_reaches_no_engine(host, client, host_ip, kind):
+    """A JSON body njs's parser refuses (a UTF-8 byte order mark before it, a NaN in it) is answered
+    400 by the gateway: forwarded unread, it would reach the engine with the priority the client
+    wrote and without the routing by model."""
+    name = sorted(KEYS)[0]
+    marker = "unreadable-%d-%s" % (os.getpid(), kind.replace(" ", "-"))
+    if kind == "NaN":
+        raw = json.dumps(chat("hi", priority=float("nan"), user=marker)).encode()
+    else:
+        raw = b"\xef\xbb\xbf" + json.dumps(chat("hi", priority=-1000, user=marker)).encode()
+    client.check_output("echo %s | base64 -d > /tmp/gw-unreadable.json" % base64.b64encode(raw).decode())
+    status, _, text = gw(client, host_ip, "/v1/chat/completions", method="POST", key=KEYS[name],
+                         raw_body="/tmp/gw-unreadable.json", headers=["X-User-ID: %s" % marker])
+    assert status == 400 and json.loads(text)["error"]["code"] == "invalid_json", (status, text)
+    for dummy in range(20):
+        lines = [json.loads(x) for x in host.file(ACCESS_LOG).content_string.splitlines() if marker in x]
+        if lines:
+            break
+        time.sleep(0.5)
+    assert lines and lines[-1]["status"] == 400 and lines[-1]["upstream"] == "" and lines[-1]["priority"] == "", lines
 
 def test_client_priority_is_the_gateways_not_the_clients(host, client, host_ip):
     """serving_priority_scheduling with a client's priority in gateway_api_keys: the gateway writes

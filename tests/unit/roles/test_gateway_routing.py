@@ -106,9 +106,13 @@ def test_each_name_goes_to_the_pool_that_serves_it_with_the_clients_priority(tmp
         dict(client="team-a", body=json.dumps({"messages": []})),
         dict(client="team-b", body="not json"),
         dict(client="team-a", body="{}"),
+        # bodies an engine's JSON parser may accept with the client's own priority in them
+        dict(client="team-b", body="\ufeff" + json.dumps(dict(chat, model="qwen36"))),
+        dict(client="team-b", body=json.dumps(dict(chat, model="qwen36", priority=float("nan")))),
+        dict(client="team-b", body='[{"model": "qwen36"}]'),
     ]
     got = route(tmp_path, cases)
-    support, long_, base, unknown, no_model, garbage, empty = got
+    support, long_, base, unknown, no_model, garbage, empty, bom, nan, array = got
     # the adapter goes with its base model's pool; vLLM there: the priority negated (lower is sooner)
     assert (support["pool"], support["model"], support["redirect"]) == ("llmops_engines", "support", "@llmops_upstream")
     assert json.loads(support["body"])["priority"] == -10 and support["priority"] == "10"
@@ -120,8 +124,11 @@ def test_each_name_goes_to_the_pool_that_serves_it_with_the_clients_priority(tmp
     assert unknown["returned"][1]["error"]["code"] == "model_not_found"
     assert "qwen36-short" in unknown["returned"][1]["error"]["message"]
     assert no_model["pool"] == "llmops_engines" and json.loads(no_model["body"]) == {"messages": [], "priority": -10}
-    assert garbage == dict(garbage, pool="llmops_engines", body="not json", redirect="@llmops_upstream")
     assert json.loads(empty["body"]) == {"priority": -10}
+    # what is not a JSON object the gateway reads is answered here, never forwarded with its own priority
+    for refused in (garbage, bom, nan, array):
+        assert refused["returned"][0] == 400 and refused.get("redirect") is None and refused.get("pool") is None, refused
+        assert refused["returned"][1]["error"]["code"] == "invalid_json"
 
 
 def test_a_pool_without_priority_scheduling_passes_bodies_unchanged(tmp_path):
