@@ -102,6 +102,8 @@ BAD_INPUTS = {
                            "port %d on" % GATEWAY_SQUAT_PORT),
     "old_tls": ({"gateway_tls_protocols": ["TLSv1", "TLSv1.2"]}, "gateway_tls_protocols"),
     "engine_env_dollar": ({"engine_environment": {"HOME_COPY": "$HOME"}}, "engine_environment"),
+    # an engine on a network address with no gateway group and no allowed addresses (this scenario has neither)
+    "engine_open_network": ({"serving_listen": "0.0.0.0:8000"}, "engine_allow_open_network: true"),
     "kernels_mode": ({"sglang_kernels_mode": "fast"}, "sglang_kernels_mode"),
     # a type that only the roles' argument specs check: refused with the input checks, not by the
     # play that would change the gateway after the engines were rolled
