@@ -146,6 +146,27 @@ XID_MEANING = {
 XID_APPLICATION = (13, 31, 43, 45)
 
 
+# coreutils timeout's exit status when it stopped the command (124), or had to kill it (128 + 9)
+TIMED_OUT = (124, 137)
+
+
+def bounded(argv, seconds, timeout_bin):
+    """argv run under coreutils timeout: TERM after `seconds`, KILL 5 s later. A GPU that fell off the
+    bus hangs nvidia-smi, and a damaged journal journalctl; a check must end and say so. Unbounded when
+    seconds is 0 or there is no timeout binary."""
+    if not seconds or not timeout_bin:
+        return list(argv)
+    return [timeout_bin, "--kill-after=5", str(int(seconds))] + list(argv)
+
+
+def timed_out_msg(argv, rc, seconds):
+    """The message for a command that timeout stopped, or None when it ended by itself."""
+    if not seconds or rc not in TIMED_OUT:
+        return None
+    return ("%s did not answer in %d s and was stopped (a GPU that fell off the bus or a damaged journal hangs it)"
+            % (" ".join(argv[:2]), int(seconds)))
+
+
 def kernel_xids(text):
     """XID events of the kernel log: [{bus, xid, meaning, line}], oldest first."""
     events = []

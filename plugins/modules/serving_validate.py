@@ -86,6 +86,13 @@ options:
     description: The nvidia-smi command.
     type: str
     default: nvidia-smi
+  command_timeout:
+    description:
+      - Seconds each command the checks run (C(nvidia-smi), C(journalctl), C(dmesg), C(systemctl)) may take
+        before it is stopped and the check fails saying so; C(0) waits for ever. A GPU that fell off the bus
+        hangs C(nvidia-smi).
+    type: int
+    default: 60
   kernel_log_file:
     description: Read the kernel log from this file instead of C(journalctl -k -b) (or C(dmesg) without journald).
     type: path
@@ -246,14 +253,22 @@ def read_log(module):
     systemctl, journalctl = module.get_bin_path("systemctl"), module.get_bin_path("journalctl")
     if not systemctl or not journalctl:
         return None, "no systemd here: give the engine's log file (validate_engine_log_file)"
-    rc, out, err = module.run_command([systemctl, "show", "--property=InvocationID", "--value", unit])
+    rc, out, err = run_bounded(module, [systemctl, "show", "--property=InvocationID", "--value", unit])
     invocation = out.strip()
     if rc != 0 or not invocation:
         return None, "%s has not run since boot (no invocation): %s" % (unit, err.strip() or "not started")
-    rc, out, err = module.run_command([journalctl, "--no-pager", "-o", "cat", "_SYSTEMD_INVOCATION_ID=" + invocation])
+    rc, out, err = run_bounded(module, [journalctl, "--no-pager", "-o", "cat", "_SYSTEMD_INVOCATION_ID=" + invocation])
     if rc != 0:
         return None, "journalctl failed: %s" % err.strip()
     return out, "journal of %s since its last start" % unit
+
+
+def run_bounded(module, argv):
+    """module.run_command under timeout (module_utils.validation.bounded): (rc, out, err), err naming a
+    command that did not answer in command_timeout seconds."""
+    seconds = module.params["command_timeout"]
+    rc, out, err = module.run_command(v.bounded(argv, seconds, module.get_bin_path("timeout")))
+    return rc, out, v.timed_out_msg(argv, rc, seconds) or err
 
 
 def check_memory(module):
@@ -316,7 +331,7 @@ def check_gpu(module):
         missing = ("gpu: %s not found: is the NVIDIA driver installed (or validate_nvidia_smi set to its path)?"
                    % params["nvidia_smi"])
         return {"skipped": "no nvidia-smi"}, [missing], []
-    rc, out, err = module.run_command([smi, "-q", "-x"])
+    rc, out, err = run_bounded(module, [smi, "-q", "-x"])
     if rc != 0:
         failed = "gpu: nvidia-smi -q -x failed (rc %s): %s" % (rc, (err or out).strip()[:300])
         return {"skipped": "nvidia-smi -q -x failed"}, [failed], []
@@ -346,7 +361,7 @@ def read_kernel_log(module):
                          (["dmesg"], "dmesg")):
         binary = module.get_bin_path(argv[0])
         if binary:
-            rc, out, dummy = module.run_command([binary] + argv[1:])
+            rc, out, dummy = run_bounded(module, [binary] + argv[1:])
             if rc == 0:
                 return out, source
     return "", "no kernel log readable (journalctl -k and dmesg failed or are missing)"
@@ -435,6 +450,7 @@ def main():
             tolerance_pct=dict(type="float", default=5.0),
             gpu=dict(type="bool", default=False),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
+            command_timeout=dict(type="int", default=60),
             kernel_log_file=dict(type="path"),
             benchmark_result=dict(type="path"),
             baseline_path=dict(type="path", default="/var/lib/llmops/validate/baseline.json"),

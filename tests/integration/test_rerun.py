@@ -104,6 +104,8 @@ BAD_INPUTS = {
     "engine_env_dollar": ({"engine_environment": {"HOME_COPY": "$HOME"}}, "engine_environment"),
     # an engine on a network address with no gateway group and no allowed addresses (this scenario has neither)
     "engine_open_network": ({"serving_listen": "0.0.0.0:8000"}, "engine_allow_open_network: true"),
+    # the validate benchmark would send the API key in clear to another host
+    "validate_url_plain_http": ({"validate_engine_url": "http://10.0.0.5:8000"}, "validate_engine_url a base URL over https"),
     "kernels_mode": ({"sglang_kernels_mode": "fast"}, "sglang_kernels_mode"),
     # a type that only the roles' argument specs check: refused with the input checks, not by the
     # play that would change the gateway after the engines were rolled

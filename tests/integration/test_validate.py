@@ -157,8 +157,14 @@ def test_an_engine_given_by_log_file_and_url_with_gpu_health(host):
         assert "gpu: XID 79 on GPU 1: GPU has fallen off the bus" in out, out[-3000:]
         assert "GPU 0 NVIDIA H200 (00000000:00:06.0): healthy" in summary(out)
 
-        # only printed when gpu findings are not to fail the play
-        rc, out = validate("--tags", "validate", extra=dict(given, validate_fail_on=["memory", "benchmark"]))
+        # only printed when gpu findings are not to fail the play; with a short benchmark of the engine
+        # given by URL, whose key file lives only for the benchmark's run
+        rc, out = validate("--tags", "validate", extra=dict(
+            given, validate_fail_on=["memory", "benchmark"], validate_benchmark=True, validate_benchmark_requests=2,
+            validate_benchmark_concurrency=1, validate_benchmark_warmup_requests=0, validate_benchmark_samples=1,
+            validate_record_baseline="never"))
         assert rc == 0, out[-3000:]
+        assert "Give the load generator the API key of an engine given by URL" in out, out[-3000:]
+        assert not host.file("/var/lib/llmops-bench/validate-key.env").exists
     finally:
         host.run("rm -rf %s" % WORK)

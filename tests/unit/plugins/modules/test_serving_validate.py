@@ -170,3 +170,21 @@ def test_rank_0_of_a_two_stage_instance_is_expected_to_hold_twice_the_tokens(mon
     checks = dict((c["figure"], c) for c in result["memory"]["checks"])
     assert checks["kv_tokens"]["expected"] == 4194304 and not checks["kv_tokens"]["ok"]
     assert result["failed"] and "kv_tokens 2097152 is -50.00 % from the expected 4194304" in result["failures"][0]
+
+
+def test_a_hanging_nvidia_smi_is_stopped_and_the_check_fails_saying_so(monkeypatch, tmp_path):
+    """A GPU that fell off the bus hangs nvidia-smi: the real command, under the real timeout, is
+    stopped after command_timeout seconds and the gpu check fails naming it."""
+    import time
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexec sleep 120\n")
+    smi.chmod(0o755)
+    (tmp_path / "kern.log").write_text("")
+    started = time.monotonic()
+    dummy, result = run_module(monkeypatch, module, {
+        "engine": "vllm", "log_file": JOURNAL, "model": TINY, "kv_space_gib": 1.0, "gpu": True,
+        "nvidia_smi": str(smi), "kernel_log_file": str(tmp_path / "kern.log"), "command_timeout": 1,
+        "baseline_path": str(tmp_path / "baseline.json")}, basic.AnsibleModule.run_command, failed_key=True)
+    took = time.monotonic() - started
+    assert result.get("failed") and took < 20, (took, result)
+    assert "did not answer in 1 s" in result["msg"] and "nvidia-smi" in result["msg"], result["msg"]
