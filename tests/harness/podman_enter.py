@@ -94,6 +94,18 @@ def command(pid, argv):
     return ["nsenter", "-t", str(pid)] + list(NAMESPACES) + ["--", "/usr/bin/env", "-i"] + env + list(argv)
 
 
+def through_symlink(root, path):
+    """Whether `path` inside the container crosses a symbolic link. Under /proc/PID/root the kernel
+    resolves an absolute link target against the controller's root, not the container's, so such a
+    path is not read or written there."""
+    current = root
+    for part in [p for p in path.split("/") if p]:
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return True
+    return False
+
+
 def exec_argv(name, argv, podman="podman", user=None):
     """The command line that runs argv in container `name`: nsenter where it may, else podman exec."""
     pid = container_pid(name, podman) if enabled(user) else None

@@ -124,3 +124,28 @@ class Connection(PodmanConnection):
         if self.user:
             args.extend(("--user", self.user))
         return self._podman(args, argv, in_data)
+
+    def _through_proc(self, path):
+        """Whether a file may be put or fetched through /proc/PID/root (no symbolic link on its way)."""
+        return bool(self._pid) and not podman_enter.through_symlink(
+            "/proc/%s/root" % self._pid, to_native(path, errors="surrogate_or_strict"))
+
+    def put_file(self, in_path, out_path):
+        """Through /proc/PID/root, or podman cp where a link lies on the way (the parent's copy)."""
+        if self._pid and not self._through_proc(out_path):
+            mount, self._mount_point = self._mount_point, None
+            try:
+                return super(Connection, self).put_file(in_path, out_path)
+            finally:
+                self._mount_point = mount
+        return super(Connection, self).put_file(in_path, out_path)
+
+    def fetch_file(self, in_path, out_path):
+        """Through /proc/PID/root, or podman cp where a link lies on the way (the parent's copy)."""
+        if self._pid and not self._through_proc(in_path):
+            mount, self._mount_point = self._mount_point, None
+            try:
+                return super(Connection, self).fetch_file(in_path, out_path)
+            finally:
+                self._mount_point = mount
+        return super(Connection, self).fetch_file(in_path, out_path)

@@ -4,6 +4,7 @@
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -61,6 +62,12 @@ def test_the_command_gets_the_environment_podman_exec_gives_and_nothing_of_the_c
     init = subprocess.Popen(["sleep", "30"], env={"PATH": "/usr/bin:/bin", "container": "podman", "TERM": "xterm",
                                                   "HOSTNAME": "abc", "container_uuid": "0123"})
     try:
+        # until the child has exec'd sleep, /proc/PID/environ is still the test's own
+        for dummy in range(500):
+            with open("/proc/%d/cmdline" % init.pid, "rb") as handle:
+                if handle.read().startswith(b"sleep"):
+                    break
+            time.sleep(0.01)
         assert podman_enter.container_env(init.pid) == {"PATH": "/usr/bin:/bin", "container": "podman",
                                                         "TERM": "xterm", "HOME": "/root"}
         argv = podman_enter.command(init.pid, ["sh", "-c", "env"])
@@ -82,3 +89,15 @@ def test_without_root_or_for_another_user_it_is_podman_exec(monkeypatch):
     monkeypatch.delenv("LLMOPS_PODMAN_NSENTER")
     assert podman_enter.exec_argv("host-c", ["true"], user="nobody") == [
         "podman", "exec", "-i", "--user", "nobody", "host-c", "true"]
+
+
+def test_a_path_through_a_link_is_not_taken_through_the_proc_root(tmp_path):
+    root = tmp_path / "root"
+    (root / "var" / "lib").mkdir(parents=True)
+    (root / "run").mkdir()
+    (root / "var" / "run").symlink_to("/run")  # as Debian's /var/run: absolute, the controller's under /proc
+    (root / "etc").mkdir()
+    (root / "etc" / "os-release").symlink_to("../usr/lib/os-release")
+    assert not podman_enter.through_symlink(str(root), "/var/lib/llmops-bench/result.json")
+    assert podman_enter.through_symlink(str(root), "/var/run/llmops/x")
+    assert podman_enter.through_symlink(str(root), "/etc/os-release")
