@@ -263,6 +263,7 @@ def test_a_body_the_gateway_cannot_read_is_400_and_reaches_no_engine(host, clien
         time.sleep(0.5)
     assert lines and lines[-1]["status"] == 400 and lines[-1]["upstream"] == "" and lines[-1]["priority"] == "", lines
 
+
 def test_client_priority_is_the_gateways_not_the_clients(host, client, host_ip):
     """serving_priority_scheduling with a client's priority in gateway_api_keys: the gateway writes
     each client's priority into its requests over whatever the client sent. A priority the engine

@@ -165,8 +165,6 @@ def test_documentation_matches_the_argument_spec():
         assert key in returns
 
 
-
-
 def test_the_old_name_reaches_the_module(tmp_path):
     """meta/runtime.yml routes llmops.serving.engine_args (the module's earlier name) to it: a playbook
     that calls the old name runs this module."""
