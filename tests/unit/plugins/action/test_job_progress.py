@@ -202,14 +202,18 @@ def test_the_readiness_wait_of_a_crashing_unit_prints_its_state_and_fails_with_t
 
 
 class StartingEngine(object):
-    """An OpenAI-compatible engine whose /health answers 503 for `warmup_s` seconds, then 200."""
+    """An OpenAI-compatible engine whose /health answers 503 for `warmup_s` seconds from its first
+    /health request, then 200: counted from the first request, not from the start, so a play that
+    starts late on a loaded machine still sees the warm-up."""
 
     def __init__(self, warmup_s):
-        ready_at = time.monotonic() + warmup_s
+        ready_at = []
 
         class Handler(JsonHandler):
             def do_GET(self):
-                self.reply(200 if time.monotonic() >= ready_at else 503, {})
+                if not ready_at:
+                    ready_at.append(time.monotonic() + warmup_s)
+                self.reply(200 if time.monotonic() >= ready_at[0] else 503, {})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
