@@ -130,22 +130,20 @@ class Connection(PodmanConnection):
         return bool(self._pid) and not podman_enter.through_symlink(
             "/proc/%s/root" % self._pid, to_native(path, errors="surrogate_or_strict"))
 
+    def _copy(self, copy, path, *args):
+        """copy(*args) through /proc/PID/root, or the parent's podman cp where a link lies on the way to path."""
+        if not self._pid or self._through_proc(path):
+            return copy(*args)
+        mount, self._mount_point = self._mount_point, None
+        try:
+            return copy(*args)
+        finally:
+            self._mount_point = mount
+
     def put_file(self, in_path, out_path):
-        """Through /proc/PID/root, or podman cp where a link lies on the way (the parent's copy)."""
-        if self._pid and not self._through_proc(out_path):
-            mount, self._mount_point = self._mount_point, None
-            try:
-                return super(Connection, self).put_file(in_path, out_path)
-            finally:
-                self._mount_point = mount
-        return super(Connection, self).put_file(in_path, out_path)
+        """The parent's put_file, through /proc/PID/root where no link lies on the way."""
+        return self._copy(super(Connection, self).put_file, out_path, in_path, out_path)
 
     def fetch_file(self, in_path, out_path):
-        """Through /proc/PID/root, or podman cp where a link lies on the way (the parent's copy)."""
-        if self._pid and not self._through_proc(in_path):
-            mount, self._mount_point = self._mount_point, None
-            try:
-                return super(Connection, self).fetch_file(in_path, out_path)
-            finally:
-                self._mount_point = mount
-        return super(Connection, self).fetch_file(in_path, out_path)
+        """The parent's fetch_file, through /proc/PID/root where no link lies on the way."""
+        return self._copy(super(Connection, self).fetch_file, in_path, in_path, out_path)
