@@ -15,7 +15,8 @@ DOCUMENTATION = """
         - At the end of a run, prints one line with the tasks run, the results per status, the wall
           time and the controller's CPU time (this process and the workers and connection commands it
           started; over a connection that runs modules as the controller's own processes, such as
-          C(local) or the test hosts' entry into their namespaces, their CPU too), and appends the same figures as one JSON object to a file when one is named.
+          C(local) or the test hosts' entry into their namespaces, their CPU too), and appends the
+          same figures as one JSON object to a file when one is named.
         - Tasks are counted per host as Ansible ran them (a task that several hosts run counts once
           per host), also when a condition skipped them, since a skipped task still costs the
           controller a worker; C(remote) counts the results of tasks whose action ran on a host.

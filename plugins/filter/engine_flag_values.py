@@ -13,8 +13,8 @@ author: llmops.serving maintainers (@llmops)
 description:
   - Merges the stack profile's flags (its pipeline flags included, as C(serving_spec_engine_args)
     holds them) and O(extra_args) over them, with the translation point's own code
-    (C(plugins/module_utils/engine_args.py), the merge the C(engine_args) module renders the unit
-    from), and returns each flag's value under its name with underscores.
+    (C(plugins/module_utils/engine_args.py), the merge the C(engine_parse_args) module renders
+    the unit from), and returns each flag's value under its name with underscores.
   - For what reads the flags before the unit is rendered, such as preflight's memory plan.
   - Fails with the translation point's message for a flag that the spec owns or that is not
     allowed.

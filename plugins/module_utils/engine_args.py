@@ -108,15 +108,23 @@ def _flag_key(raw, where):
     return head.replace("_", "-") + dot + tail
 
 
+def _arg_dicts(stack_args, extra_args):
+    """(stack_args, extra_args), None as {}; each must be a dict of flag name -> value."""
+    stack_args, extra_args = stack_args or {}, extra_args or {}
+    for name, args in (("serving_engine_extra_args", extra_args), ("stack profile args", stack_args)):
+        if not isinstance(args, dict):
+            raise EngineArgsError("%s must be a dict of flag name -> value; got %r" % (name, args))
+    return stack_args, extra_args
+
+
 def merged_args(engine, stack_args, extra_args):
     """The stack profile's flags (its pipeline's included), then serving_engine_extra_args over them
     (never over the spec's): ({flag name with dashes: (value, 'stack'|'extra', where)}, warnings)."""
+    stack_args, extra_args = _arg_dicts(stack_args, extra_args)
     merged = {}
     warnings = []
-    for where, args, source in (("stack profile args", stack_args or {}, "stack"),
-                                ("serving_engine_extra_args", extra_args or {}, "extra")):
-        if not isinstance(args, dict):
-            raise EngineArgsError("%s must be a dict of flag name -> value; got %r" % (where, args))
+    for where, args, source in (("stack profile args", stack_args, "stack"),
+                                ("serving_engine_extra_args", extra_args, "extra")):
         for raw in sorted(args, key=str):
             key = _flag_key(raw, where)
             owner = _owned_by_spec(engine, key)
@@ -188,11 +196,7 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         raise EngineArgsError("engine_version is required (the %s version of the stack profile)" % engine)
     parse_version(engine_version)
     spec = normalize_spec(spec)
-    extra_args = extra_args or {}
-    stack_args = stack_args or {}
-    for name, args in (("serving_engine_extra_args", extra_args), ("stack profile args", stack_args)):
-        if not isinstance(args, dict):
-            raise EngineArgsError("%s must be a dict of flag name -> value; got %r" % (name, args))
+    stack_args, extra_args = _arg_dicts(stack_args, extra_args)
     warnings = []
     entry = entry_for(engine, engine_version)
     table = flag_table(engine, engine_version)
