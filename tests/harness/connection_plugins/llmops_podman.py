@@ -125,14 +125,10 @@ class Connection(PodmanConnection):
             args.extend(("--user", self.user))
         return self._podman(args, argv, in_data)
 
-    def _through_proc(self, path):
-        """Whether a file may be put or fetched through /proc/PID/root (no symbolic link on its way)."""
-        return bool(self._pid) and not podman_enter.through_symlink(
-            "/proc/%s/root" % self._pid, to_native(path, errors="surrogate_or_strict"))
-
     def _copy(self, copy, path, *args):
         """copy(*args) through /proc/PID/root, or the parent's podman cp where a link lies on the way to path."""
-        if not self._pid or self._through_proc(path):
+        if not self._pid or not podman_enter.through_symlink(
+                "/proc/%s/root" % self._pid, to_native(path, errors="surrogate_or_strict")):
             return copy(*args)
         mount, self._mount_point = self._mount_point, None
         try:
