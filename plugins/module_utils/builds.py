@@ -85,14 +85,18 @@ def flip(path, target):
         raise
 
 
-def prune(path, keep=1):
-    """Remove builds other than the served one and the `keep` newest before it; returns them."""
+def all_builds(path):
+    """The build folders of path, served or not."""
     bdir = builds_dir(path)
-    if not os.path.isdir(bdir):
-        return []
+    return [os.path.join(bdir, n) for n in sorted(os.listdir(bdir))] if os.path.isdir(bdir) else []
+
+
+def prune(path, keep=1, in_use=()):
+    """Remove builds other than the served one, the `keep` newest before it and those in_use (the
+    builds running engines started on: running.in_use); returns them."""
     served = served_build(path)
-    others = [os.path.join(bdir, n) for n in os.listdir(bdir)]
-    others = [p for p in others if os.path.realpath(p) != served]
+    spared = set(os.path.realpath(p) for p in in_use) | set([served])
+    others = [p for p in all_builds(path) if os.path.realpath(p) not in spared]
     others.sort(key=lambda p: os.lstat(p).st_mtime, reverse=True)
     removed = others[keep:]
     for p in removed:
@@ -100,8 +104,8 @@ def prune(path, keep=1):
     return removed
 
 
-def publish(tmp, path, build_id, keep=1):
-    """Move the finished folder tmp to its build folder and flip path to it.
+def publish(tmp, path, build_id, keep=1, in_use=()):
+    """Move the finished folder tmp to its build folder and flip path to it; prune(path, keep, in_use).
 
     Returns dict(build, previous, pruned, cleaned)."""
     bdir = builds_dir(path)
@@ -119,7 +123,7 @@ def publish(tmp, path, build_id, keep=1):
     os.rename(tmp, build)
     os.utime(build, None)
     flip(path, build)
-    return dict(build=build, previous=previous, pruned=prune(path, keep), cleaned=clean_leftovers(path))
+    return dict(build=build, previous=previous, pruned=prune(path, keep, in_use), cleaned=clean_leftovers(path))
 
 
 def free_bytes(folder):

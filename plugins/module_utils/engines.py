@@ -91,6 +91,8 @@ REGISTRY = {
         # share: every finished request counts under its finished_reason, and "error" is a
         # request-level engine error the server answers with 500. A version whose finish reasons
         # have no "error" never exports that series, so its error-rate alert cannot fire.
+        # preemptions: a counter of requests evicted from the KV cache to be recomputed (the KV
+        # cache is full, whatever the number of running requests).
         "metrics": [
             ("0.0.0", {"kv_usage": "vllm:gpu_cache_usage_perc",
                        "running": "vllm:num_requests_running",
@@ -98,14 +100,18 @@ REGISTRY = {
                        "ttft_bucket": "vllm:time_to_first_token_seconds_bucket",
                        "e2e_bucket": "vllm:e2e_request_latency_seconds_bucket",
                        "requests_total": "vllm:request_success_total",
-                       "errors_total": 'vllm:request_success_total{finished_reason="error"}'}),
+                       "errors_total": 'vllm:request_success_total{finished_reason="error"}',
+                       "queue_time_bucket": "vllm:request_queue_time_seconds_bucket",
+                       "preemptions": "vllm:num_preemptions_total"}),
             ("0.10.0", {"kv_usage": "vllm:kv_cache_usage_perc",
                         "running": "vllm:num_requests_running",
                         "waiting": "vllm:num_requests_waiting",
                         "ttft_bucket": "vllm:time_to_first_token_seconds_bucket",
                         "e2e_bucket": "vllm:e2e_request_latency_seconds_bucket",
                         "requests_total": "vllm:request_success_total",
-                        "errors_total": 'vllm:request_success_total{finished_reason="error"}'}),
+                        "errors_total": 'vllm:request_success_total{finished_reason="error"}',
+                        "queue_time_bucket": "vllm:request_queue_time_seconds_bucket",
+                        "preemptions": "vllm:num_preemptions_total"}),
         ],
         # printed by the engine venv's python: the architectures the installed engine registers
         "registry_probe": (
@@ -290,7 +296,8 @@ REGISTRY = {
         "metric_prefix": "sglang:",
         # requests_total / errors_total: HTTP responses by status_code, without Prometheus' own
         # scrapes and the health probes (they would dilute the share of failed requests); 5xx are
-        # the errors.
+        # the errors. preemptions: a gauge of the requests retracted (evicted from the KV pool to be
+        # recomputed) at the scheduler's last report.
         "metrics": [
             ("0.0.0", {"kv_usage": "sglang:token_usage",
                        "running": "sglang:num_running_reqs",
@@ -299,7 +306,9 @@ REGISTRY = {
                        "e2e_bucket": "sglang:e2e_request_latency_seconds_bucket",
                        "requests_total": 'sglang:http_responses_total{endpoint!~"/metrics|/health.*"}',
                        "errors_total": 'sglang:http_responses_total{endpoint!~"/metrics|/health.*",'
-                                       ' status_code=~"5.."}'}),
+                                       ' status_code=~"5.."}',
+                       "queue_time_bucket": "sglang:queue_time_seconds_bucket",
+                       "preemptions": "sglang:num_retracted_reqs"}),
         ],
         "registry_probe": (
             "import json\n"

@@ -897,7 +897,7 @@ def convert(params, check_mode, run_build, run_check):
     """
     # Imported here, not at the top: this file's source also runs alone in the engine venv
     # (build, fetch_hf), where the collection is not importable.
-    from ansible_collections.llmops.serving.plugins.module_utils import builds
+    from ansible_collections.llmops.serving.plugins.module_utils import builds, running
 
     src, dest = params["src"], params["dest"]
     adapter, template_path = params.get("adapter"), params.get("template_path")
@@ -964,7 +964,8 @@ def convert(params, check_mode, run_build, run_check):
         shutil.rmtree(tmp, ignore_errors=True)
         raise ConvertError("the built folder's tokenizer or chat template is wrong; nothing served was changed:\n- %s"
                            % "\n- ".join(chk["problems"]), problems=chk["problems"], renders=chk.get("renders"))
-    pub = builds.publish(tmp, dest, digest[:16], keep=params.get("keep_previous", 1))
+    pub = builds.publish(tmp, dest, digest[:16], keep=params.get("keep_previous", 1),
+                         in_use=running.in_use(builds.all_builds(dest)))
     return dict(changed=True, path=dest, digest=digest, manifest_recorded=recorded, source_format=built["source_format"],
                 tensors=built["tensors"], merged_dtype=built["merged_dtype"], total_bytes=built["total_bytes"],
                 special_token_ids=chk["special_token_ids"], adapters=built.get("adapters") or {},

@@ -115,7 +115,7 @@ rc:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import builds, synthetic, venv_runner
+from ansible_collections.llmops.serving.plugins.module_utils import builds, running, synthetic, venv_runner
 
 
 def main():
@@ -151,7 +151,8 @@ def main():
     except venv_runner.VenvCallError as e:
         module.fail_json(msg="building the synthetic model failed; python must be an engine venv's interpreter "
                              "(with torch, transformers, tokenizers). %s" % e, rc=e.rc)
-    pub = builds.publish(marker["tmp"], p["path"], marker["digest"][:16], keep=1)
+    pub = builds.publish(marker["tmp"], p["path"], marker["digest"][:16], keep=1,
+                         in_use=running.in_use(builds.all_builds(p["path"])))
     module.exit_json(changed=True, path=p["path"], parameters=marker["parameters"],
                      special_token_ids=marker["special_token_ids"], build=pub["build"],
                      previous_build=pub["previous"], cleaned=cleaned + pub["cleaned"])

@@ -25,7 +25,8 @@ description:
     only then publishes it - I(dest) is a link to C(<dir of dest>/.builds/<name>/<build>), flipped by
     renaming a new link over it, so I(dest) is always one whole build. A failure or an interruption
     leaves the previous build serving; what an interrupted build left beside I(dest) is removed by the
-    next run. The build served before stays (I(keep_previous)); older builds are removed.
+    next run. The build served before stays (I(keep_previous)); older builds are removed, except one
+    that a running engine started on (a held-back restart leaves an engine on an older build).
   - Checks, before any byte is written, that the filesystem of I(dest) (not of the source) has room
     for the build.
   - A marker records what the folder was built from; a re-run with the same source, adapter and

@@ -117,8 +117,8 @@ def test_alertmanager_runs_on_loopback_only_and_prometheus_sends_to_it(host):
 def test_loaded_rules_use_the_running_engines_names(host):
     engine = active_engine(host)
     rules = {r["name"]: r for g in api(host, "/api/v1/rules")["groups"] for r in g["rules"]}
-    assert {"LLMEngineDown", "LLMKVCachePressure", "LLMQueueGrowing", "LLMTTFTP99OverSLO", "LLME2ELatencyP99OverSLO",
-            "LLMErrorRateHigh", "GPUXidError"} <= set(rules)
+    assert {"LLMEngineDown", "LLMKVCachePressure", "LLMKVCachePreempting", "LLMQueueWaitHigh", "LLMTTFTP99OverSLO", "LLME2ELatencyP99OverSLO",
+            "LLMErrorRateHigh", "GPUXidCritical", "GPUXidApplication"} <= set(rules)
     kv = rules["LLMKVCachePressure"]["query"]
     if engine == "vllm":
         assert "vllm:kv_cache_usage_perc" in kv and "gpu_cache_usage_perc" not in kv

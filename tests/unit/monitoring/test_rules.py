@@ -87,15 +87,20 @@ def test_vllm_thresholds_render_from_the_spec():
     assert "and on (instance)" in kv
     assert rules["LLMTTFTP99OverSLO"]["expr"].endswith("> 0.5")
     assert "histogram_quantile(0.99" in rules["LLMTTFTP99OverSLO"]["expr"]
-    assert rules["GPUXidError"]["expr"] == "max_over_time(DCGM_FI_DEV_XID_ERRORS[5m]) > 0"
-    assert set(rules) == {"LLMEngineDown", "LLMKVCachePressure", "LLMQueueGrowing", "LLMTTFTP99OverSLO",
-                          "LLME2ELatencyP99OverSLO", "LLMErrorRateHigh", "GPUXidError"}
+    assert rules["LLMKVCachePreempting"]["expr"] == \
+        "sum by (instance) (increase(vllm:num_preemptions_total[5m])) > 0"
+    assert set(rules) == {"LLMEngineDown", "LLMKVCachePressure", "LLMKVCachePreempting", "LLMQueueWaitHigh",
+                          "LLMTTFTP99OverSLO", "LLME2ELatencyP99OverSLO", "LLMErrorRateHigh", "GPUXidCritical",
+                          "GPUXidApplication"}
 
 
 def test_sglang_rules_use_the_token_usage():
     rules = _rules(rr.render("sglang", "0.5.23", monitoring_ttft_p99_slo_seconds=0.3))
     assert rules["LLMKVCachePressure"]["expr"] == "sglang:token_usage > 0.88"
-    assert "sglang:num_queue_reqs" in rules["LLMQueueGrowing"]["expr"]
+    assert "sglang:num_queue_reqs" in rules["LLMQueueWaitHigh"]["expr"]
+    assert "sglang:queue_time_seconds_bucket" in rules["LLMQueueWaitHigh"]["expr"]
+    # SGLang reports the requests retracted at its last report (a gauge), not a count
+    assert rules["LLMKVCachePreempting"]["expr"] == "sum by (instance) (max_over_time(sglang:num_retracted_reqs[5m])) > 0"
     assert rules["LLMTTFTP99OverSLO"]["expr"].endswith("> 0.3")
     assert "vllm:" not in rr.render("sglang", "0.5.23")
 
@@ -231,3 +236,21 @@ def test_a_rank_above_0_scrapes_no_engine_and_alerts_on_no_absent_series():
     assert "llmops-engine" not in [job["job_name"] for job in config["scrape_configs"]]
     config = yaml.safe_load(rr.render_prometheus("vllm", "0.32.0"))
     assert "llmops-engine" in [job["job_name"] for job in config["scrape_configs"]]
+
+
+def test_xid_alerts_by_class_fire_only_on_a_recent_change_and_an_empty_class_is_off():
+    rules = _rules(rr.render("vllm", "0.32.0", monitoring_xid_critical=[79, 119], monitoring_xid_warning=[],
+                             monitoring_xid_recent="30m"))
+    assert "GPUXidApplication" not in rules
+    critical = rules["GPUXidCritical"]
+    assert critical["labels"]["severity"] == "critical"
+    assert critical["expr"] == ("(DCGM_FI_DEV_XID_ERRORS == 79 or DCGM_FI_DEV_XID_ERRORS == 119) "
+                                "and changes(DCGM_FI_DEV_XID_ERRORS[30m]) > 0")
+
+
+def test_queue_alert_reads_the_wait_percentile_and_a_held_queue():
+    rules = _rules(rr.render("vllm", "0.32.0", monitoring_queue_time_p90_max_seconds=2.5, monitoring_queue_waiting_min=50))
+    expr = rules["LLMQueueWaitHigh"]["expr"]
+    assert "histogram_quantile(0.9, sum by (instance, le) (rate(vllm:request_queue_time_seconds_bucket[5m])))" in expr
+    assert "> 2.5" in expr and expr.endswith("sum by (instance) (min_over_time(vllm:num_requests_waiting[5m])) >= 50")
+    assert "deriv(" not in expr
