@@ -48,7 +48,9 @@ _value:
     process_words: {description: Words in a listener's command line that mark it as this engine., type: list}
     metric_prefix: {description: Prefix of its Prometheus metric names., type: str}
     metrics:
-      description: "Metric names and selectors at this version (kv_usage, running, waiting, ttft_bucket, e2e_bucket, requests_total, errors_total, queue_time_bucket, preemptions)."
+      description: >-
+        Metric names and selectors at this version (kv_usage, running, waiting, ttft_bucket, e2e_bucket,
+        requests_total, errors_total, queue_time_bucket, preemptions).
       type: dict
     arch_min_version: {description: Lowest version known to serve each architecture., type: dict}
     budget: {description: How it budgets GPU memory at this version., type: dict}

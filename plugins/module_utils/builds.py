@@ -20,6 +20,8 @@ import os
 import shutil
 import time
 
+from ansible_collections.llmops.serving.plugins.module_utils import weights
+
 BUILDS = ".builds"
 # Temporary folders beside <root>/<name> left by an interrupted build: .<name>.<tag>-XXXXXX
 LEFTOVER_TAGS = ("build", "base", "old", "tmp", "link")
@@ -126,20 +128,9 @@ def publish(tmp, path, build_id, keep=1, in_use=()):
     return dict(build=build, previous=previous, pruned=prune(path, keep, in_use), cleaned=clean_leftovers(path))
 
 
-def free_bytes(folder):
-    """Bytes an unprivileged writer may still use on folder's filesystem (its nearest existing parent)."""
-    while not os.path.isdir(folder):
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    st = os.statvfs(folder)
-    return st.f_bavail * st.f_frsize
-
-
 def require_space(folder, need, what):
     """Raise NoSpace, naming the numbers, when folder's filesystem has less than need bytes free."""
-    have = free_bytes(folder)
+    have = weights.free_bytes(folder)
     if have < need:
         raise NoSpace(errno.ENOSPC, "%s needs %.2f GiB on the filesystem of %s, which has %.2f GiB free: "
                       "free space there, or move serving_models_root" % (what, need / 2.0 ** 30, folder, have / 2.0 ** 30))

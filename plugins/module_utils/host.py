@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import json
 import os
 import re
 import socket
@@ -70,31 +71,51 @@ def nearest_existing(path):
     return path
 
 
-def tree_bytes(path):
-    total = 0
-    if not os.path.isdir(path):
-        return 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
-    return total
+# the marker a served build keeps of what it was built from (weights.BUILD_MARKER)
+BUILD_MARKER = "llmops-weights.json"
+HF_SOURCE = re.compile(r"^hf://([^@]+)(?:@(.+))?$")
 
 
-def check_disk(weights_dir, required_bytes, statvfs=os.statvfs):
+def served_from(weights_dir, source, hub_dir):
+    """Whether the build weights_dir serves was built from source (a local folder, or
+    hf://<repo>@<revision> fetched into hub_dir/<owner>--<name>/<commit>). A revision that is no
+    commit (a branch, a tag) matches any fetched commit of the repo: the fetch checks its own space."""
+    try:
+        with open(os.path.join(weights_dir, BUILD_MARKER)) as handle:
+            built_from = json.load(handle).get("source") or ""
+    except (IOError, OSError, ValueError, AttributeError):
+        return False
+    hf = HF_SOURCE.match(source or "")
+    if not hf:
+        return bool(source) and os.path.realpath(built_from) == os.path.realpath(source)
+    repo_dir = os.path.join(hub_dir or "", hf.group(1).replace("/", "--"))
+    if os.path.dirname(built_from.rstrip("/")) != repo_dir.rstrip("/"):
+        return False
+    revision = hf.group(2) or ""
+    commit = os.path.basename(built_from.rstrip("/"))
+    return not re.match(r"^[0-9a-f]{7,40}$", revision) or commit.startswith(revision)
+
+
+def check_disk(weights_dir, required_bytes, statvfs=os.statvfs, download_bytes=0, floor_bytes=0,
+               source=None, hub_dir=None):
+    """Free space for what this run writes, before it writes anything: the download (hub sources)
+    and the build, unless the served build is already built from this source; then floor_bytes
+    must stay free. The served build is never counted as room: a new build is written beside it."""
     checked = nearest_existing(weights_dir)
     st = statvfs(checked)
     free = st.f_bavail * st.f_frsize
-    present = tree_bytes(weights_dir)
-    needed = max(0, int(required_bytes or 0) - present)
+    current = served_from(weights_dir, source, hub_dir) if source else False
+    build = 0 if current else int(required_bytes or 0)
+    download = 0 if current else int(download_bytes or 0)
+    needed = build + download + int(floor_bytes or 0)
     return {
         "weights_dir": weights_dir,
         "path_checked": checked,
         "free_bytes": free,
-        "present_bytes": present,
+        "served_build_current": current,
         "required_bytes": int(required_bytes or 0),
+        "download_bytes": download,
+        "floor_bytes": int(floor_bytes or 0),
         "needed_bytes": needed,
         "ok": free >= needed,
     }
@@ -324,14 +345,17 @@ def run_host_preflight(params, run_command, which, paths=None, statvfs=os.statvf
         not container["container"]
 
     if "disk" in checks and params.get("weights_dir"):
-        disk = check_disk(params["weights_dir"], params.get("required_bytes") or 0, statvfs)
+        disk = check_disk(params["weights_dir"], params.get("required_bytes") or 0, statvfs,
+                          download_bytes=params.get("download_bytes") or 0, floor_bytes=params.get("floor_bytes") or 0,
+                          source=params.get("source"), hub_dir=params.get("hub_dir"))
         facts["disk"] = disk
         if not disk["ok"]:
             problem("disk", "serving_models_root",
-                    "%s has %s free; the model needs %s more (%s required, %s already there)" % (
+                    "%s has %s free; this run needs %s (download %s, build %s, and %s left free)" % (
                         disk["path_checked"], human_bytes(disk["free_bytes"]),
-                        human_bytes(disk["needed_bytes"]), human_bytes(disk["required_bytes"]),
-                        human_bytes(disk["present_bytes"])),
+                        human_bytes(disk["needed_bytes"]), human_bytes(disk["download_bytes"]),
+                        human_bytes(disk["needed_bytes"] - disk["download_bytes"] - disk["floor_bytes"]),
+                        human_bytes(disk["floor_bytes"])),
                     "free %s on %s or point serving_models_root at a larger filesystem" % (
                         human_bytes(disk["needed_bytes"] - disk["free_bytes"]),
                         disk["path_checked"]))
@@ -410,7 +434,9 @@ def host_summary_lines(facts):
     if disk:
         parts.append("disk %s: %s free, %s" % (
             disk["path_checked"], human_bytes(disk["free_bytes"]),
-            ("model needs %s more" % human_bytes(disk["needed_bytes"]))
+            ("served build current, %s kept free" % human_bytes(disk["floor_bytes"]))
+            if disk["served_build_current"] else
+            ("this run writes %s" % human_bytes(disk["needed_bytes"] - disk["floor_bytes"]))
             if disk["required_bytes"] else "model size unknown"))
     shm = facts.get("shm")
     if shm:

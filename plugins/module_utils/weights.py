@@ -336,6 +336,48 @@ def git_blob_sha1(path):
     return h.hexdigest()
 
 
+def tree_bytes(folder):
+    """Bytes of the files under folder (0 when it is missing)."""
+    n = 0
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                n += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return n
+
+
+def free_bytes(folder):
+    """Bytes an unprivileged writer may still use on folder's filesystem (its nearest existing parent)."""
+    while not os.path.isdir(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def _gib(n):
+    return "%.2f GiB" % (n / 2.0 ** 30)
+
+
+def check_download_space(what, dest_root, download, build, min_free_bytes):
+    """Raise WeightsError before a download when its filesystem cannot take it, the build that
+    copies it, and min_free_bytes left free (serving_models_min_free_bytes)."""
+    need = download + build + int(min_free_bytes or 0)
+    have = free_bytes(dest_root)
+    if have < need:
+        raise WeightsError(
+            "%s: the download (%s) and the build from it (%s) need %s on the filesystem of %s, and "
+            "serving_models_min_free_bytes (%s) must stay free; it has %s free. Nothing was downloaded: "
+            "free space there, or point serving_models_root at a larger filesystem."
+            % (what, _gib(download), _gib(build), _gib(download + build), dest_root,
+               _gib(int(min_free_bytes or 0)), _gib(have)))
+    return have
+
+
 class _DirWatcher(object):
     """Reports the bytes present under a folder (downloads in flight included) to a Progress."""
 
@@ -346,14 +388,7 @@ class _DirWatcher(object):
         self._t.daemon = True
 
     def _size(self):
-        n = 0
-        for root, dirs, files in os.walk(self.folder):
-            for name in files:
-                try:
-                    n += os.path.getsize(os.path.join(root, name))
-                except OSError:
-                    pass
-        return n
+        return tree_bytes(self.folder)
 
     def _run(self):
         while not self._stop.wait(self.every):
@@ -370,7 +405,7 @@ class _DirWatcher(object):
 
 # ---------------------------------------------------------------------------- hub fetch (venv)
 def fetch_hf(repo, revision, dest_root, allow_patterns=None, endpoint=None, token=None, retries=5,
-             progress_path=None, verify_mode="cheap", check_only=False):
+             progress_path=None, verify_mode="cheap", check_only=False, min_free_bytes=0):
     """Download repo@revision with huggingface_hub into <dest_root>/<repo>/<commit>, verify, publish.
 
     Runs in the venv. The folder is published (renamed into place) only after every file matched
@@ -428,6 +463,9 @@ def fetch_hf(repo, revision, dest_root, allow_patterns=None, endpoint=None, toke
         result.update(changed=True)
         return result
     staging = dest + ".partial"
+    # what a resumed download already holds is not written again
+    check_download_space("hf://%s@%s" % (repo, revision), dest_root, max(0, total - tree_bytes(staging)), total,
+                         min_free_bytes)
     if not os.path.isdir(staging):
         os.makedirs(staging)
     progress = Progress(progress_path, "download hf://%s@%s" % (repo, commit[:12]), total)
@@ -943,9 +981,10 @@ def convert(params, check_mode, run_build, run_check):
         copied = sum(e["size"] for e in _reused_files(read_manifest(os.path.join(reuse, MANIFEST))).values())
     else:
         copied = man.get("total_bytes", 0) * (2 if adapter else 1)
-    need = int((copied + adapter_bytes) * 1.05)
+    need = int((copied + adapter_bytes) * 1.05) + int(params.get("min_free_bytes") or 0)
     try:
-        builds.require_space(os.path.dirname(os.path.abspath(dest)), need, "the build of %s" % dest)
+        builds.require_space(os.path.dirname(os.path.abspath(dest)), need,
+                             "the build of %s (with serving_models_min_free_bytes left free)" % dest)
     except builds.NoSpace as e:
         raise ConvertError("%s. %s" % (e.strerror, UNTOUCHED))
     template_text = None

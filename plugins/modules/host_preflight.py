@@ -12,8 +12,9 @@ module: host_preflight
 short_description: Check a host's disk, /dev/shm, memlock, kernel and port before serving
 version_added: "0.1.0"
 description:
-  - Free space where the weights go against the bytes the model needs (bytes already in the
-    folder count as present), the size of C(/dev/shm), the memlock limit, whether C(nouveau) is
+  - Free space where the weights go against what this run writes there - the download of a hub
+    source and the build, unless the served build was built from this source - plus a floor that
+    stays free (the served build never counts as room, a new build is written beside it), the size of C(/dev/shm), the memlock limit, whether C(nouveau) is
     loaded (C(/proc/modules)), Secure Boot (C(mokutil --sb-state) or EFI variables), kernel
     headers for DKMS (C(/lib/modules/$(uname -r)/build)), whether the listen address is free
     (C(/proc/net/tcp), C(/proc/net/tcp6) and a bind test that is closed at once), and whether the
@@ -33,10 +34,29 @@ options:
     type: path
   required_bytes:
     description:
-      - Bytes the weights need on disk (the role passes the model's weight bytes times a
-        headroom).
+      - Bytes the build of the served folder writes (the role passes the model's weight bytes,
+        twice for a conversion, times a headroom).
     type: int
     default: 0
+  download_bytes:
+    description:
+      - Bytes the download of a hub source writes (into I(hub_dir)), before the build.
+    type: int
+    default: 0
+  floor_bytes:
+    description:
+      - Bytes that must stay free once the download and the build are written.
+    type: int
+    default: 0
+  source:
+    description:
+      - The model's source (C(serving_model.source)) - a local folder or C(hf://<repo>@<revision>).
+        When the served build's marker says it was built from it, nothing is counted but the floor.
+    type: str
+  hub_dir:
+    description:
+      - Where hub sources are fetched to (C(<serving_models_root>/.hub)).
+    type: path
   shm_min_bytes:
     description:
       - Smallest acceptable size of C(/dev/shm).
@@ -111,8 +131,9 @@ disk:
   description: Free bytes at the weights folder against the bytes still needed.
   returned: when weights_dir is set
   type: dict
-  sample: {path_checked: /var/lib, free_bytes: 1000000000000, present_bytes: 0,
-           required_bytes: 72080527974, needed_bytes: 72080527974, ok: true}
+  sample: {path_checked: /var/lib, free_bytes: 1000000000000, served_build_current: false,
+           required_bytes: 72080527974, download_bytes: 65527752704, floor_bytes: 1073741824,
+           needed_bytes: 138682022502, ok: true}
 shm:
   description: Size of /dev/shm.
   returned: when the check runs
@@ -165,6 +186,10 @@ def main():
         argument_spec=dict(
             weights_dir=dict(type="path"),
             required_bytes=dict(type="int", default=0),
+            download_bytes=dict(type="int", default=0),
+            floor_bytes=dict(type="int", default=0),
+            source=dict(type="str"),
+            hub_dir=dict(type="path"),
             shm_min_bytes=dict(type="int", default=1073741824),
             memlock_min_bytes=dict(type="int", default=0),
             listen=dict(type="str"),

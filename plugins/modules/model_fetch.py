@@ -53,6 +53,12 @@ options:
     description: Attempts per request beyond the first, with backoff.
     type: int
     default: 5
+  min_free_bytes:
+    description:
+      - Bytes that must stay free once the download and the build that copies it are written. Checked
+        before any byte is downloaded (what a resumed download already holds is not counted again).
+    type: int
+    default: 0
   verify:
     description: How an already fetched folder is verified; C(full) hashes every file.
     type: str
@@ -139,6 +145,7 @@ def main():
             retries=dict(type="int", default=5),
             verify=dict(type="str", default="cheap", choices=["cheap", "full"]),
             progress_file=dict(type="path"),
+            min_free_bytes=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )
@@ -146,7 +153,7 @@ def main():
     args = dict(fn="fetch_hf", repo=p["repo"], revision=p["revision"], dest_root=p["dest_root"],
                 allow_patterns=p["allow_patterns"] or None, endpoint=p["endpoint"], token=p["token"],
                 retries=p["retries"], progress_path=p["progress_file"], verify_mode=p["verify"],
-                check_only=module.check_mode)
+                check_only=module.check_mode, min_free_bytes=p["min_free_bytes"])
     try:
         r = venv_runner.call(module.run_command, p["python"], weights, "run_in_venv", args)
     except venv_runner.VenvCallError as e:

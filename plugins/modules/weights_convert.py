@@ -95,6 +95,12 @@ options:
   progress_file:
     description: File receiving progress JSON while the task runs.
     type: path
+  min_free_bytes:
+    description:
+      - Bytes that must stay free on the filesystem of I(dest) once the build is written; checked
+        with the build's own size before any byte is written.
+    type: int
+    default: 0
   keep_previous:
     description: Builds kept besides the served one (the one served before is the rollback).
     type: int
@@ -230,6 +236,7 @@ ARGUMENT_SPEC = dict(
     max_shard_size=dict(type="str", default="5GB"),
     progress_file=dict(type="path"),
     keep_previous=dict(type="int", default=1),
+    min_free_bytes=dict(type="int", default=0),
 )
 
 

@@ -79,8 +79,8 @@ def test_leftovers_of_interrupted_builds_are_cleaned_and_nothing_else(tmp_path):
 
 
 def test_require_space_names_the_target_filesystem_and_the_numbers(tmp_path):
-    free = builds.free_bytes(str(tmp_path / "not" / "yet"))
-    assert free == builds.free_bytes(str(tmp_path))
+    free = weights.free_bytes(str(tmp_path / "not" / "yet"))
+    assert free == weights.free_bytes(str(tmp_path))
     with pytest.raises(builds.NoSpace, match=r"needs .* GiB on the filesystem of %s" % tmp_path):
         builds.require_space(str(tmp_path), free * 2 + 2 ** 40, "the build")
 

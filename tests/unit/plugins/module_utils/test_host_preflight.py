@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 """host_preflight logic against fake /proc, /sys and statvfs trees, plus a real bind clash."""
+import json
 import os
 import socket
 
@@ -73,14 +74,50 @@ def params(**over):
 
 
 # ------------------------------------------------------------------------------------- disk
-def test_disk_measures_the_closest_existing_parent_and_counts_present_bytes(tmp_path):
+def served_build(tmp_path, source):
+    """<models>/qwen -> a build whose marker records the source it was built from (as weights_convert writes it)."""
+    build = tmp_path / "models" / ".builds" / "qwen" / "b1"
+    build.mkdir(parents=True)
+    (build / "model-00001.safetensors").write_bytes(b"\0" * 55 * (1 << 20))
+    (build / H.BUILD_MARKER).write_text(json.dumps({"digest": "d", "source": source}))
+    os.symlink(str(build), str(tmp_path / "models" / "qwen"))
+    return str(tmp_path / "models" / "qwen")
+
+
+def test_disk_measures_the_closest_existing_parent(tmp_path):
     weights = tmp_path / "models" / "qwen"
     assert H.check_disk(str(weights), 10 * GIB, statvfs_map({str(tmp_path): StatVFS(5 * GIB)}))[
         "path_checked"] == str(tmp_path)
-    weights.mkdir(parents=True)
-    (weights / "model-00001.safetensors").write_bytes(b"\0" * 4096)
-    disk = H.check_disk(str(weights), 4096 + 100, statvfs_map({str(tmp_path): StatVFS(1 << 20)}))
-    assert disk["present_bytes"] == 4096 and disk["needed_bytes"] == 100 and disk["ok"]
+
+
+def test_a_new_build_beside_the_served_one_needs_its_own_room(tmp_path):
+    # the served 55 MiB build came from another source: the new build is written beside it, so it
+    # is no room for the new one (10 MiB free is not enough for a 55 MiB build)
+    weights = served_build(tmp_path, "/srv/models/qwen3-old")
+    disk = H.check_disk(weights, 55 * (1 << 20), statvfs_map({str(weights): StatVFS(10 * (1 << 20))}),
+                        source="/srv/models/qwen3-new")
+    assert not disk["served_build_current"] and disk["needed_bytes"] == 55 * (1 << 20) and not disk["ok"]
+
+
+def test_the_download_and_the_floor_count_and_a_current_build_needs_only_the_floor(tmp_path):
+    hub = str(tmp_path / "models" / ".hub")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    weights = served_build(tmp_path, hub + "/Qwen--Qwen3-0.6B/" + commit)
+    fs = statvfs_map({weights: StatVFS(3 * GIB)})
+    args = dict(download_bytes=GIB, floor_bytes=GIB, hub_dir=hub)
+    # another commit of the same repo: download and build, then the floor
+    moved = H.check_disk(weights, GIB, fs, source="hf://Qwen/Qwen3-0.6B@fedcba98", **args)
+    assert moved["needed_bytes"] == 3 * GIB and moved["download_bytes"] == GIB and moved["ok"]
+    assert not H.check_disk(weights, GIB + 1, fs, source="hf://Qwen/Qwen3-0.6B@fedcba98", **args)["ok"]
+    # the commit served (by its prefix), or a branch of that repo: only the floor
+    for source in ("hf://Qwen/Qwen3-0.6B@0123456789ab", "hf://Qwen/Qwen3-0.6B@main", "hf://Qwen/Qwen3-0.6B"):
+        current = H.check_disk(weights, 100 * GIB, fs, source=source, **args)
+        assert current["served_build_current"] and current["needed_bytes"] == GIB and current["ok"], source
+    # another repo is never the served build
+    assert not H.check_disk(weights, GIB, fs, source="hf://Qwen/Qwen3-4B@main", **args)["served_build_current"]
+    # below the floor even with nothing to write
+    assert not H.check_disk(weights, 0, statvfs_map({weights: StatVFS(GIB - 1)}), source="hf://Qwen/Qwen3-0.6B",
+                            **args)["ok"]
 
 
 def test_too_little_disk_is_a_fatal_problem_naming_the_variable(tmp_path):
@@ -93,6 +130,7 @@ def test_too_little_disk_is_a_fatal_problem_naming_the_variable(tmp_path):
     disk = [p for p in facts["problems"] if p["check"] == "disk"][0]
     assert disk["fatal"] and disk["variable"] == "serving_models_root"
     assert "20.00 GiB free" in disk["msg"] and "70.00 GiB" in disk["msg"]
+    assert "download 0.0 MiB" in disk["msg"]
     assert facts["fatal"] == [disk]
 
 

@@ -458,3 +458,12 @@ def test_module_documentation_matches_spec_and_results():
     # and what a refused build or a failed check returns beside its message
     assert set(returns) == (built - {"changed"}) | {"msg", "problems", "renders", "rc"}
     assert set(k for k, v in returns.items() if v["returned"] == "success") == {"path", "digest", "manifest_recorded"}
+
+
+def test_a_build_that_would_leave_less_than_the_floor_free_is_refused_before_it_starts(tree):
+    with pytest.raises(weights.ConvertError) as err:
+        convert(tree, venv=Venv(build_error="the build must not start"), min_free_bytes=1 << 60)
+    assert "serving_models_min_free_bytes" in str(err.value) and UNTOUCHED in str(err.value)
+    assert not os.path.exists(str(tree / "served"))
+    built, venv = convert(tree, min_free_bytes=1 << 20)
+    assert built["changed"] and len(venv.builds) == 1

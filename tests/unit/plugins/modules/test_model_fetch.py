@@ -118,8 +118,19 @@ def test_documentation_matches_the_argument_spec():
     doc = yaml.safe_load(module.DOCUMENTATION)
     yaml.safe_load(module.EXAMPLES)
     assert set(doc["options"]) == {"python", "repo", "revision", "dest_root", "allow_patterns", "endpoint", "token",
-                                   "retries", "verify", "progress_file"}
+                                   "retries", "verify", "progress_file", "min_free_bytes"}
     assert documented("success") == {"path", "commit", "total_bytes", "files"}
     assert set(RETURNS) == documented("success") | {"pruned", "problems", "msg", "rc"}
     for name, spec in RETURNS.items():
         assert {"description", "returned", "type", "sample"} <= set(spec), name
+
+
+@needs_venv
+def test_a_download_its_filesystem_cannot_take_fails_before_a_byte_is_fetched(monkeypatch, hub, tmp_path):
+    root = tmp_path / "sources"
+    args = {"python": VENV_PY, "repo": REPO_ID, "revision": "main", "dest_root": str(root), "endpoint": hub.url,
+            "retries": 0, "min_free_bytes": 1 << 60}
+    failed = run(monkeypatch, args)
+    assert failed.get("failed") and downloads(hub) == []
+    assert "serving_models_min_free_bytes" in failed["msg"] and "Nothing was downloaded" in failed["msg"]
+    assert "hf://%s@main" % REPO_ID in failed["msg"] and not (root / "Qwen--Qwen3-4B").exists()
