@@ -12,7 +12,7 @@ import yaml
 from ansible_collections.llmops.serving.plugins.module_utils import running
 from ansible_collections.llmops.serving.plugins.modules import venv_prune as module
 
-from .module_harness import documented_by, run_module
+from .module_harness import run_module
 
 RETURNS = yaml.safe_load(module.RETURN)
 
