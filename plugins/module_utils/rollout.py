@@ -120,3 +120,33 @@ def reasons(observed, desired, unit_changed):
     if state.get("drained"):
         out.append("left drained by an interrupted run")
     return out
+
+
+def pool_budget(host, pools, available, draining, min_available):
+    """Whether draining host now keeps its model pool at min_available servers, like a
+    PodDisruptionBudget.
+
+    pools:     {host: pool name} of the hosts that serve an API (an instance's rank 0), the model
+               each serves; the hosts of one name form a pool (the gateway's upstream).
+    available: {host: bool} whether each serves now: reachable, its engine active and not drained,
+               neither in its own state nor on the gateways.
+    draining:  the hosts that drain now with host (its batch, host included).
+    Returns dict(pool, members, available, after, ok, msg); a host that serves no API, or that does
+    not serve now (draining it takes nothing away), is always ok.
+    """
+    pool = pools.get(host)
+    if pool is None:
+        return dict(pool=None, members=[], available=[], after=0, ok=True, msg="")
+    members = sorted(h for h, name in pools.items() if name == pool)
+    up = [h for h in members if available.get(h)]
+    after = [h for h in up if h not in set(draining) | {host}]
+    need = int(min_available)
+    ok = not available.get(host) or len(after) >= need
+    msg = "" if ok else (
+        "pool %s (%s) would keep %d of its %d servers serving while %s drains (%d serve now: %s), and "
+        "serving_rollout_min_available is %d: nothing on %s was changed. Wait until the pool's other servers "
+        "serve again, add a server to the pool, restart fewer hosts of it at once (serving_rollout_serial), "
+        "or set serving_rollout_min_available: 0 to accept that the pool stops serving while it restarts."
+        % (pool, ", ".join(members), len(after), len(members),
+           ", ".join(sorted(set(draining) & set(members) | {host})), len(up), ", ".join(up) or "none", need, host))
+    return dict(pool=pool, members=members, available=up, after=len(after), ok=ok, msg=msg)

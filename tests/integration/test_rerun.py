@@ -279,6 +279,18 @@ def test_a_hand_edited_host_is_put_back_by_the_next_run(host):
         host.check_output(edit.format(path=path))
     host.check_output("systemctl stop prometheus-alertmanager")
     assert all(host.check_output("sha256sum %s" % path) != digest for path, digest in before.items())
+    # The changed unit needs a restart, which would drain the only server of the model's pool: with
+    # the fleet's default budget (1) it is refused by name, and the engine keeps serving undrained.
+    pid = host.check_output("systemctl show -p MainPID --value %s" % UNIT)
+    rc, out = playbook(extra={"serving_rollout_min_available": 1})
+    flat = " ".join(out.split())
+    assert rc != 0 and re.search(r"pool \S+ \(llmops-default\S*\) would keep 0 of its 1 servers serving", flat), \
+        why_failed(out)
+    assert "serving_rollout_min_available is 1" in flat and "was changed" in flat, why_failed(out)
+    assert "Keep what runs now for a restore" not in out, why_failed(out)
+    assert host.check_output("systemctl show -p MainPID --value %s" % UNIT) == pid
+    assert '"drained": true' not in host.run("cat /var/lib/llmops/rollout/state.json").stdout
+    assert " down;" not in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
     rc, out = playbook()
     assert rc == 0, why_failed(out)
     after = dict((path, host.check_output("sha256sum %s" % path)) for path in HAND_EDITS)

@@ -218,13 +218,20 @@ def test_bad_tuning_inputs_fail_before_the_host_changes(host, report_dir):
     runs = dict((what, (dict(space, **extra), [])) for what, (extra, dummy) in BAD_INPUTS.items())
     # a searched variable given with -e would hide every candidate's value
     runs["searched variable as an extra variable"] = (space, ["-e", "serving_max_concurrency=8"])
+    # the host is its model's only server: with the fleet's default budget it is never drained
+    runs["the pool's last server"] = (dict(space, serving_rollout_min_available=1), [])
     with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
         futures = dict((what, pool.submit(tune, report_dir, extra, *args)) for what, (extra, args) in runs.items())
         results = dict((what, f.result()) for what, f in futures.items())
     expected = dict((what, message) for what, (dummy, message) in BAD_INPUTS.items())
     expected["searched variable as an extra variable"] = "serving_max_concurrency is given as an extra variable (-e)"
+    expected["the pool's last server"] = "would keep 0 of its 1 servers serving"
     for what, (rc, out) in results.items():
         assert rc != 0, "%s: the run passed" % what
         assert expected[what] in " ".join(out.split()), "%s: the failure does not say %r:\n%s" % (what, expected[what], out[-2500:])
+        if what == "the pool's last server":
+            # refused after the plan, before the drain
+            assert "Take the host out of the gateways" not in out and "TUNE PLAN" in out, out[-2500:]
+            continue
         assert "TUNE PLAN" not in out, "%s: reached the tuning play" % what
     assert snapshot(host) == before
