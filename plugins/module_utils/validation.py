@@ -329,6 +329,20 @@ def baseline_key(context):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+# What an upgrade keeps: a run of a new engine version is held to the baseline the version before it
+# recorded when these are the same (the unit and the environment change with the version's venv).
+# A new configuration of the same version (new flags, another engine, model or load) starts a new
+# baseline: it is meant to perform differently.
+UPGRADE_KEEPS = ("engine", "model", "gpus", "gpu_count", "load")
+
+
+def previous_version_baseline(stored_context, context):
+    """Whether a stored baseline is the previous engine version's of this configuration."""
+    stored_context = stored_context or {}
+    return (stored_context.get("version") not in (None, context.get("version"))
+            and all(stored_context.get(k) == context.get(k) for k in UPGRADE_KEEPS))
+
+
 def compare_bench(figures, baseline_figures, regression_pct, floor_s=0.0, floor_tokens_per_s=0.0):
     """Each figure against the baseline's. Returns a list of {figure, value, baseline, change_pct,
     worse_pct, ok}. worse_pct is how much more time the run took than the baseline: a latency's

@@ -21,8 +21,10 @@ description:
     clock slowdown and a PCIe link narrower than its maximum, and reads XID events from the kernel
     log.
   - With I(benchmark_result), compares a short load generator run with the host's stored baseline
-    for the same configuration (I(baseline_context)). Where none is stored, the run becomes the
-    baseline. That file is the module's only write.
+    for the same configuration (I(baseline_context)). A new engine version of the same engine,
+    model, GPUs and load is compared with the baseline the version before it recorded, and replaces
+    it only when it is no regression. Where none is stored (or the configuration otherwise changed),
+    the run becomes the baseline. That file is the module's only write.
 version_added: 0.1.0
 author: llmops.serving maintainers (@llmops)
 options:
@@ -198,7 +200,8 @@ benchmark:
   description:
     - The run's figures, the baseline's and each comparison (C(checks)); C(recorded) when the run became the baseline.
     - Of a run of several samples, C(figures) holds each figure's best sample, C(samples) their number.
-    - C(skipped) says why there was no comparison.
+    - C(skipped) says why there was no comparison; C(baseline_version) names the version before an
+      upgrade whose baseline the run was held to.
   returned: always
   type: dict
   sample:
@@ -397,22 +400,33 @@ def check_benchmark(module):
             figures["errors"], figures["requests"], "; ".join(sorted(set(sum(samples, []))))[:400]))
     stored = load_baseline(params["baseline_path"])
     same = stored is not None and stored.get("key") == key
+    # an upgrade is held to the version before it, and its run replaces that baseline only when it
+    # is no regression
+    upgraded = stored is not None and not same and v.previous_version_baseline(stored.get("context"),
+                                                                                params["baseline_context"])
     mode = params["record_baseline"]
-    if same and mode != "always":
+    if (same or upgraded) and mode != "always":
         result["baseline_date"] = stored.get("recorded_at")
+        whose = "" if same else " (recorded by version %s, before this upgrade)" % stored["context"]["version"]
+        if upgraded:
+            result["baseline_version"] = stored["context"]["version"]
         result["checks"] = v.compare_bench(figures, stored.get("figures", {}), params["regression_pct"],
                                            floor_s=params["regression_floor_ms"] / 1000.0,
                                            floor_tokens_per_s=params["regression_floor_tokens_per_s"])
-        problems += ["benchmark: %s %s against the baseline's %s takes %.1f %% more time (limit %s %%); if the "
+        problems += ["benchmark: %s %s against the baseline's %s%s takes %.1f %% more time (limit %s %%); if the "
                      "change is deliberate, record a new baseline (validate_record_baseline: always)"
-                     % (c["figure"], c["value"], c["baseline"], c["worse_pct"], params["regression_pct"])
+                     % (c["figure"], c["value"], c["baseline"], whose, c["worse_pct"], params["regression_pct"])
                      for c in result["checks"] if not c["ok"]]
-        return result, problems, False
+        if same or problems or mode == "never":
+            return result, problems, False
     if mode == "never" or problems:
         result["skipped"] = ("no baseline of this configuration at %s" % params["baseline_path"]
                              if mode == "never" else "a run with failed requests is not recorded as the baseline")
         return result, problems, False
-    why = "replaced (%s)" % ("asked" if same else "the configuration changed") if stored else "recorded"
+    why = "replaced (%s)" % (
+        "asked" if same else
+        "a new version, no regression against version %s's" % stored["context"]["version"] if upgraded else
+        "the configuration changed") if stored else "recorded"
     result["recorded"] = "%s at %s" % (why, params["baseline_path"])
     if not module.check_mode:
         write_baseline(params["baseline_path"], {"key": key, "context": params["baseline_context"],

@@ -163,6 +163,31 @@ def test_the_baseline_is_recorded_once_then_compared(monkeypatch, tmp_path):
     assert json.loads((tmp_path / "baseline.json").read_text())["context"]["unit_sha1"] == "cd"
 
 
+def test_an_upgrade_is_held_to_the_baseline_of_the_version_before_it(monkeypatch, tmp_path):
+    load = [8, 4, 64, 12000, 0, 1, 3]
+    before = {"engine": "vllm", "version": "0.31.0", "model": "qwen3", "unit_sha1": "ab", "load": load}
+    validate(monkeypatch, tmp_path, read(JOURNAL), benchmark_result=loadgen_result(tmp_path, 1000.0),
+             baseline_context=before)
+    # the new version's unit (its venv) differs too: still the same engine, model, GPUs and load
+    upgraded = dict(before, version="0.32.0", unit_sha1="cd")
+    slower = validate(monkeypatch, tmp_path, read(JOURNAL), benchmark_result=loadgen_result(tmp_path, 600.0),
+                      baseline_context=upgraded)
+    assert slower["failed"] and not slower["changed"] and slower["benchmark"]["baseline_version"] == "0.31.0"
+    assert "output_tokens_per_s 600.0 against the baseline's 1000.0 (recorded by version 0.31.0, before this " \
+           "upgrade) takes 66.7 % more time" in slower["failures"][0]
+    assert json.loads((tmp_path / "baseline.json").read_text())["context"]["version"] == "0.31.0"
+    # no regression: the new version's run becomes the baseline
+    kept = validate(monkeypatch, tmp_path, read(JOURNAL), benchmark_result=loadgen_result(tmp_path, 990.0),
+                    baseline_context=upgraded)
+    assert not kept.get("failed") and kept["changed"]
+    assert "a new version, no regression against version 0.31.0's" in kept["benchmark"]["recorded"]
+    assert json.loads((tmp_path / "baseline.json").read_text())["context"]["version"] == "0.32.0"
+    # another load (or model, or engine) is another configuration: a new baseline, no comparison
+    other = validate(monkeypatch, tmp_path, read(JOURNAL), benchmark_result=loadgen_result(tmp_path, 100.0),
+                     baseline_context=dict(upgraded, version="0.33.0", load=[16] + load[1:]))
+    assert not other.get("failed") and "the configuration changed" in other["benchmark"]["recorded"]
+
+
 def test_rank_0_of_a_two_stage_instance_is_expected_to_hold_twice_the_tokens(monkeypatch, tmp_path):
     # a stage keeps the KV cache of its own layers: the same VLLM_CPU_KVCACHE_SPACE holds twice the
     # tokens at two stages (the offline scenario's two-host instance logged 4194304 for the tiny model)
