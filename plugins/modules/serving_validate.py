@@ -232,6 +232,7 @@ summary:
 
 import json
 import os
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -351,7 +352,21 @@ def check_gpu(module):
             "kernel_log_source": kernel_source}, problems, notices
 
 
+def unit_start(module, unit):
+    """'@<epoch seconds>' of the unit's last start (journalctl --since), or None when unknown (no
+    unit, no systemd, a systemd older than --timestamp=unix)."""
+    systemctl = module.get_bin_path("systemctl")
+    if not unit or not systemctl:
+        return None
+    rc, out, dummy = run_bounded(module, [systemctl, "show", "--property=ExecMainStartTimestamp", "--value",
+                                          "--timestamp=unix", unit])
+    out = out.strip()
+    return out if rc == 0 and re.match(r"^@\d+$", out) else None
+
+
 def read_kernel_log(module):
+    """The kernel's messages since the engine started (an XID of before that start was dealt with by
+    the restart, or reported then), else since boot."""
     path = module.params["kernel_log_file"]
     if path:
         try:
@@ -360,8 +375,11 @@ def read_kernel_log(module):
         except (IOError, OSError) as exc:
             module.warn("cannot read %s: %s" % (path, exc))
             return "", "unreadable (%s)" % path
-    for argv, source in ((["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"], "journalctl -k -b"),
-                         (["dmesg"], "dmesg")):
+    since = unit_start(module, module.params["unit"])
+    journal = ((["journalctl", "-k", "--since", since, "--no-pager", "-o", "short-iso"],
+                "journalctl -k since %s started" % module.params["unit"]) if since else
+               (["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"], "journalctl -k -b"))
+    for argv, source in (journal, (["dmesg"], "dmesg")):
         binary = module.get_bin_path(argv[0])
         if binary:
             rc, out, dummy = run_bounded(module, [binary] + argv[1:])

@@ -23,6 +23,10 @@ SQUAT_PORT = 18555
 GATEWAY_SQUAT_PORT = 18556
 ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
 CERT = "/etc/nginx/llmops/gateway.crt"
+# The recorded H200's nvidia-smi -q -x, which a stand-in nvidia-smi prints (the test host has no GPU)
+SMI_XML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "gpu", "h200-x2-live",
+                       "nvidia-smi-q.xml")
+GPU_WORK = "/var/lib/llmops-rollout-gpu-test"
 
 
 def certificate(days, key=None):
@@ -64,6 +68,14 @@ def playbook(*args, extra=None):
         cmd += ["-e", json.dumps(extra)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     return run.returncode, run.stdout + run.stderr
+
+
+def stand_in_smi(host, xml_text, work):
+    """An nvidia-smi in `work` that prints recorded output (the test host has no GPU driver)."""
+    host.run("mkdir -p %s" % work)
+    host.run("cat > %s/nvidia-smi-q.xml <<'EOF'\n%s\nEOF" % (work, xml_text))
+    host.run("printf '#!/bin/sh\\n[ \"$1 $2\" = \"-q -x\" ] && exec cat %s/nvidia-smi-q.xml\\nexit 9\\n' > %s/nvidia-smi"
+             " && chmod 0755 %s/nvidia-smi" % (work, work, work))
 
 
 def snapshot(host):
@@ -291,14 +303,33 @@ def test_a_hand_edited_host_is_put_back_by_the_next_run(host):
     assert host.check_output("systemctl show -p MainPID --value %s" % UNIT) == pid
     assert '"drained": true' not in host.run("cat /var/lib/llmops/rollout/state.json").stdout
     assert " down;" not in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
+    # The repair restarts the engine through the rollout (drained, restarted, proven). A GPU that
+    # reports a pending row remap (a stand-in nvidia-smi printing the recorded H200's XML so changed)
+    # keeps the host out of the gateways on the repaired files, and the rollout stops.
+    with open(SMI_XML, encoding="utf-8") as handle:
+        sick = handle.read().replace("<remapped_row_pending>No<", "<remapped_row_pending>Yes<", 1)
+    stand_in_smi(host, sick, GPU_WORK)
+    host.run(": > %s/kern.log" % GPU_WORK)
+    rc, out = playbook(extra={"rollout_gpu_health": True, "rollout_nvidia_smi": GPU_WORK + "/nvidia-smi",
+                              "rollout_kernel_log_file": GPU_WORK + "/kern.log"})
+    flat = " ".join(out.split())
+    assert rc != 0 and re.search(r"PLAN \S+: .*restart \(.*unit, environment or launcher", flat), why_failed(out)
+    assert "GPU HEALTH on llmops-default" in flat and "a row remapping is pending" in flat, why_failed(out)
+    assert "stays drained" in flat and "RESTORED" not in flat, why_failed(out)
+    assert host.check_output("systemctl show -p MainPID --value %s" % UNIT) != pid
+    assert '"drained": true' in host.check_output("cat /var/lib/llmops/rollout/state.json")
+    assert " down;" in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
+    # the GPU repaired (the default checks GPU stacks only): the next run restarts the host it finds
+    # left drained and puts it back
     rc, out = playbook()
     assert rc == 0, why_failed(out)
     after = dict((path, host.check_output("sha256sum %s" % path)) for path in HAND_EDITS)
     assert after == before, "not put back: %s" % sorted(p for p in before if after[p] != before[p])
     assert host.service("prometheus-alertmanager").is_running
     assert host.service(UNIT).is_running
-    # the changed unit restarted the engine through the rollout (drained, restarted, proven, undrained)
-    assert re.search(r"ROLLED OUT \S+: .*unit, environment or launcher", out), why_failed(out)
+    assert re.search(r"ROLLED OUT \S+: .*left drained by an interrupted run", out), why_failed(out)
+    assert '"drained": true' not in host.check_output("cat /var/lib/llmops/rollout/state.json")
+    assert " down;" not in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
     # and the next run finds every role as its full run left it, working out and checking the spec
     # once and rendering the engine's flags once (the parse play's render serves the rollout too)
     rc, out = playbook()

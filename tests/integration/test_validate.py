@@ -18,12 +18,10 @@ import subprocess
 
 import pytest
 
-from test_rerun import ENGINE, snapshot
+from test_rerun import ENGINE, SMI_XML, snapshot, stand_in_smi as _stand_in_smi
 
 pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_RERUN") != "1", reason="scenario does not re-run site.yml")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SMI_XML = os.path.join(ROOT, "tests", "fixtures", "gpu", "h200-x2-live", "nvidia-smi-q.xml")
 BASELINE = "/var/lib/llmops/validate/baseline.json"
 WORK = "/var/lib/llmops-validate-test"
 
@@ -114,11 +112,7 @@ def test_a_run_below_the_baseline_fails_until_a_new_one_is_recorded(host):
 
 
 def stand_in_smi(host, xml_text):
-    """An nvidia-smi that prints recorded output (the test host has no GPU driver)."""
-    host.run("mkdir -p %s" % WORK)
-    host.run("cat > %s/nvidia-smi-q.xml <<'EOF'\n%s\nEOF" % (WORK, xml_text))
-    host.run("printf '#!/bin/sh\\n[ \"$1 $2\" = \"-q -x\" ] && exec cat %s/nvidia-smi-q.xml\\nexit 9\\n' > %s/nvidia-smi"
-             " && chmod 0755 %s/nvidia-smi" % (WORK, WORK, WORK))
+    _stand_in_smi(host, xml_text, WORK)
 
 
 @pytest.mark.engine_independent

@@ -25,11 +25,16 @@ def read(path):
         return handle.read()
 
 
-def host(journal, smi=None, kernel=""):
-    """run_command of a host whose unit logged `journal` and whose nvidia-smi prints `smi`."""
+def host(journal, smi=None, kernel="", started=None, calls=None):
+    """run_command of a host whose unit logged `journal` and whose nvidia-smi prints `smi`; with
+    `started`, systemctl tells the unit's start (--timestamp=unix, systemd 248 and later)."""
     def run_command(self, argv, **kwargs):
         name = os.path.basename(argv[0])
+        if calls is not None:
+            calls.append(list(argv))
         if name == "systemctl":
+            if "--property=ExecMainStartTimestamp" in argv:
+                return (0, "@%d\n" % started, "") if started else (1, "", "Unknown timestamp style")
             return 0, "5d5655383c184e0a87b5afdcc06de7b9\n", ""
         if name == "journalctl":
             return (0, kernel, "") if "-k" in argv else (0, journal, "")
@@ -44,9 +49,10 @@ def validate(monkeypatch, tmp_path, journal, check_mode=False, bins=("systemctl"
                         lambda self, name, *a, **k: "/usr/bin/" + os.path.basename(name)
                         if os.path.basename(name) in bins else None)
     smi = args.pop("smi", None)
+    replay = dict((k, args.pop(k)) for k in ("kernel", "started", "calls") if k in args)
     params = dict({"engine": "vllm", "unit": "llmops-vllm.service", "model": TINY, "kv_space_gib": 1.0,
                    "baseline_path": str(tmp_path / "baseline.json")}, **args)
-    dummy, result = run_module(monkeypatch, module, params, host(journal, smi),
+    dummy, result = run_module(monkeypatch, module, params, host(journal, smi, **replay),
                                check_mode=check_mode, failed_key=True)
     return result
 
@@ -213,3 +219,19 @@ def test_a_hanging_nvidia_smi_is_stopped_and_the_check_fails_saying_so(monkeypat
     took = time.monotonic() - started
     assert result.get("failed") and took < 20, (took, result)
     assert "did not answer in 1 s" in result["msg"] and "nvidia-smi" in result["msg"], result["msg"]
+
+
+def test_the_kernel_log_is_read_from_the_engines_start(monkeypatch, tmp_path):
+    """An XID before the engine's start (the GPU was reset and the engine restarted since) is not
+    read again: journalctl -k --since the unit's start; without that start, since boot."""
+    xid = "kernel: NVRM: Xid (PCI:0000:00:06): 79, pid=0, name=<unknown>, GPU has fallen off the bus.\n"
+    calls = []
+    since = validate(monkeypatch, tmp_path, read(JOURNAL), gpu=True, bins=("systemctl", "journalctl", "nvidia-smi"),
+                     smi=read(SMI_XML), kernel="", started=1796580000, calls=calls)
+    assert since["gpu"]["kernel_log_source"] == "journalctl -k since llmops-vllm.service started"
+    assert ["/usr/bin/journalctl", "-k", "--since", "@1796580000", "--no-pager", "-o", "short-iso"] in calls
+    assert not since.get("failed"), since
+    boot = validate(monkeypatch, tmp_path, read(JOURNAL), gpu=True, bins=("systemctl", "journalctl", "nvidia-smi"),
+                    smi=read(SMI_XML), kernel=xid)
+    assert boot["gpu"]["kernel_log_source"] == "journalctl -k -b"
+    assert boot["failed"] and any("XID 79 on GPU 0" in f for f in boot["failures"]), boot["failures"]
