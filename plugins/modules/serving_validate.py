@@ -420,8 +420,8 @@ def check_benchmark(module):
     same = stored is not None and stored.get("key") == key
     # an upgrade is held to the version before it, and its run replaces that baseline only when it
     # is no regression
-    upgraded = stored is not None and not same and v.previous_version_baseline(stored.get("context"),
-                                                                                params["baseline_context"])
+    upgraded = (stored is not None and not same
+                and v.previous_version_baseline(stored.get("context"), params["baseline_context"]))
     mode = params["record_baseline"]
     if (same or upgraded) and mode != "always":
         result["baseline_date"] = stored.get("recorded_at")
