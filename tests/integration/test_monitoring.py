@@ -87,7 +87,7 @@ def test_prometheus_runs_on_loopback_only(host):
 
 def test_rules_pass_promtool_on_the_host(host):
     out = host.check_output("promtool check rules /etc/prometheus/rules.d/llmops-engine.yml")
-    assert "SUCCESS: 7 rules found" in out
+    assert "SUCCESS: 9 rules found" in out
     host.check_output("promtool check config /etc/prometheus/prometheus.yml")
     host.check_output("amtool check-config /etc/prometheus/alertmanager.yml")
 
