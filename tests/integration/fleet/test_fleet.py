@@ -50,17 +50,18 @@ LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
 LOAD_IDLE_FACTOR = 3
 # Streams sent to one engine directly (from the gateway host, so past the gateway's drain) from the
-# moment its rollout starts draining it until the rollout's wait for idle has begun: two are always
-# in flight in that time, however long it lasts, so the wait must find requests and wait for them.
-# They start at the drain's first task, not when the gateway shows the engine down: the wait
-# follows the gateway's reload within a second, sooner than a stream started then reaches the
-# engine. Each is long (within max-model-len); at most PINNED_MAX are sent.
+# step before its rollout drains it until the rollout's wait for idle has begun: two are always in
+# flight in that time, however long it lasts, so the wait must find requests and wait for them.
+# They start while the rollout keeps what runs (the step before the drain), not at the drain's
+# first task: the drain's tasks take about as long as a stream takes to reach the engine, and a
+# wait that began first found none (0 running in one run of the suite, 1 in the one before).
+# Each is long (within max-model-len); at most PINNED_MAX are sent.
 PINNED_TOKENS = 900
 PINNED_IN_FLIGHT = 2
-PINNED_MAX = 16
-# The banners of the rollout's first drain task and of its wait (drain.yml); with one host per
-# batch, host 1's are the first.
-DRAIN_TASK = "TASK [llmops.serving.rollout : Mark the host drained]"
+PINNED_MAX = 24
+# The banners of the rollout's step before the drain (roll.yml) and of its wait (drain.yml); with one
+# host per batch, host 1's are the first.
+DRAIN_TASK = "TASK [llmops.serving.rollout : Keep what runs now for a restore]"
 WAIT_TASK = "TASK [llmops.serving.rollout : Wait until the engine has no running or waiting request]"
 ENGINE_KEY = os.environ.get("LLMOPS_API_KEY", "")
 # The collection's CA, on the engine hosts and on the gateway
