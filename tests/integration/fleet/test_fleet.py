@@ -53,8 +53,8 @@ LOAD_IDLE_FACTOR = 3
 # step before its rollout drains it until the rollout's wait for idle has begun: two are always in
 # flight in that time, however long it lasts, so the wait must find requests and wait for them.
 # They start while the rollout keeps what runs (the step before the drain), not at the drain's
-# first task: the drain's tasks take about as long as a stream takes to reach the engine, and a
-# wait that began first found none (0 running in one run of the suite, 1 in the one before).
+# first task: the drain's tasks take about as long as a stream takes to reach the engine, so a
+# wait could begin before any stream had.
 # Each is long (within max-model-len); at most PINNED_MAX are sent.
 PINNED_TOKENS = 900
 PINNED_IN_FLIGHT = 2
