@@ -50,15 +50,17 @@ LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
 LOAD_IDLE_FACTOR = 3
 # Streams sent to one engine directly (from the gateway host, so past the gateway's drain) from the
-# step before its rollout drains it until the rollout's wait for idle has begun: two are always in
-# flight in that time, however long it lasts, so the wait must find requests and wait for them.
+# step before its rollout drains it until the rollout's wait for idle has begun: four are kept in
+# flight in that time, however long it lasts (a stream spends part of its life in curl and TLS, not
+# in the engine: with two, a scrape could fall between them), so the wait must find requests and
+# wait for them.
 # They start while the rollout keeps what runs (the step before the drain), not at the drain's
 # first task: the drain's tasks take about as long as a stream takes to reach the engine, so a
 # wait could begin before any stream had.
 # Each is long (within max-model-len); at most PINNED_MAX are sent.
 PINNED_TOKENS = 900
-PINNED_IN_FLIGHT = 2
-PINNED_MAX = 24
+PINNED_IN_FLIGHT = 4
+PINNED_MAX = 40
 # The banners of the rollout's step before the drain (roll.yml) and of its wait (drain.yml); with one
 # host per batch, host 1's are the first.
 DRAIN_TASK = "TASK [llmops.serving.rollout : Keep what runs now for a restore]"
