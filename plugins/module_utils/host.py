@@ -114,6 +114,7 @@ def check_disk(weights_dir, required_bytes, statvfs=os.statvfs, download_bytes=0
         "free_bytes": free,
         "served_build_current": current,
         "required_bytes": int(required_bytes or 0),
+        "build_bytes": build,
         "download_bytes": download,
         "floor_bytes": int(floor_bytes or 0),
         "needed_bytes": needed,
@@ -354,8 +355,7 @@ def run_host_preflight(params, run_command, which, paths=None, statvfs=os.statvf
                     "%s has %s free; this run needs %s (download %s, build %s, and %s left free)" % (
                         disk["path_checked"], human_bytes(disk["free_bytes"]),
                         human_bytes(disk["needed_bytes"]), human_bytes(disk["download_bytes"]),
-                        human_bytes(disk["needed_bytes"] - disk["download_bytes"] - disk["floor_bytes"]),
-                        human_bytes(disk["floor_bytes"])),
+                        human_bytes(disk["build_bytes"]), human_bytes(disk["floor_bytes"])),
                     "free %s on %s or point serving_models_root at a larger filesystem" % (
                         human_bytes(disk["needed_bytes"] - disk["free_bytes"]),
                         disk["path_checked"]))
@@ -436,7 +436,7 @@ def host_summary_lines(facts):
             disk["path_checked"], human_bytes(disk["free_bytes"]),
             ("served build current, %s kept free" % human_bytes(disk["floor_bytes"]))
             if disk["served_build_current"] else
-            ("this run writes %s" % human_bytes(disk["needed_bytes"] - disk["floor_bytes"]))
+            ("this run writes %s" % human_bytes(disk["build_bytes"] + disk["download_bytes"]))
             if disk["required_bytes"] else "model size unknown"))
     shm = facts.get("shm")
     if shm:

@@ -132,7 +132,7 @@ disk:
   returned: when weights_dir is set
   type: dict
   sample: {path_checked: /var/lib, free_bytes: 1000000000000, served_build_current: false,
-           required_bytes: 72080527974, download_bytes: 65527752704, floor_bytes: 1073741824,
+           required_bytes: 72080527974, build_bytes: 72080527974, download_bytes: 65527752704, floor_bytes: 1073741824,
            needed_bytes: 138682022502, ok: true}
 shm:
   description: Size of /dev/shm.
