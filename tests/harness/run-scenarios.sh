@@ -10,9 +10,12 @@
 # engine_independent (LLMOPS_SWITCHED_LEG=1, tests/integration/conftest.py).
 # BESIDE names scenarios run one after the other in the background while the entries run: engine
 # starts and Ansible's controller are mostly single-threaded, so a second scenario uses the core
-# they leave idle. A BESIDE name make:TARGET runs `make TARGET` there instead (make test puts its
-# static checks and unit tests first in that lane). Their output goes to LOG_DIR (default .cache/molecule-logs) and is printed when
-# all of them have ended, after the entries.
+# they leave idle. An entry or BESIDE name make:TARGET runs `make TARGET` instead (make test puts
+# the demo and its static checks and unit tests there). The output of BESIDE goes to LOG_DIR
+# (default .cache/molecule-logs) and is printed when all of them have ended, after the entries.
+# A scenario's hosts are removed in the background once its last entry ends (teardown): deleting a
+# host's venvs is minutes of disk time and little CPU, which the next scenario need not wait for.
+# The script waits for every teardown before it ends, so no host outlives the run.
 # A failed entry is reported at the end; the entries of the same scenario after it are skipped.
 # The converge of the entries named in VERBOSE (default: every entry of the default scenario) runs
 # at -vvv, its output in LOG_DIR/ENTRY.converge.log (the tail printed here): the verify greps it for
@@ -48,8 +51,33 @@ converge() {
 # least_free_gb FILE: the least free disk (GB) that sample_disk wrote to FILE
 # The test hosts' venvs (about 3 GB each, one per host and engine version) live on the disk of
 # LLMOPS_CACHE's file system: each entry's line says how close it came to filling it.
-sample_disk() { while :; do df --output=avail -B1G "${LLMOPS_CACHE:-.}" | tail -n 1; sleep 10; done > "$1"; }
+sample_disk() { while :; do df --output=avail -B1G "${LLMOPS_CACHE:-.}" | tail -n 1; sleep 10; done > "$1" 2>/dev/null; }
 least_free_gb() { sort -n "$1" | head -n 1 | tr -d ' '; }
+
+# teardown NAME: molecule destroy -s NAME in the background, its output in LOG_DIR/NAME.destroy.log.
+# A lane waits for its own teardowns at its end (wait_teardowns); a failed one is named there.
+teardowns=()
+teardown() {
+  "$molecule" destroy -s "$1" > "$log_dir/$1.destroy.log" 2>&1 &
+  teardowns+=("$!:$1")
+}
+wait_teardowns() {
+  local t
+  for t in "${teardowns[@]}"; do
+    wait "${t%%:*}" || echo "== teardown of ${t#*:} failed: its hosts may be left, see $log_dir/${t#*:}.destroy.log"
+  done
+  teardowns=()
+}
+
+# scenario_test NAME: molecule test -s NAME with its last destroy in the background (teardown);
+# leftovers of an interrupted run are destroyed first, as molecule test would.
+scenario_test() {
+  local rc=0
+  "$molecule" destroy -s "$1" || return $?
+  "$molecule" test -s "$1" --destroy never || rc=$?
+  teardown "$1"
+  return $rc
+}
 
 junit_of() { printf -- '--junitxml=%s/molecule-%s.xml' "$results_dir" "${1/@/-}"; }
 entries=("$@")
@@ -66,10 +94,11 @@ run_beside() {
     if [[ "$name" == make:* ]]; then
       "${MAKE:-make}" --no-print-directory "${name#make:}" > "$log_dir/$name.log" 2>&1 || rc=$?
     else
-      PYTEST_ADDOPTS=$(junit_of "$name") "$molecule" test -s "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
+      PYTEST_ADDOPTS=$(junit_of "$name") scenario_test "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
     fi
     echo "$name $rc $(( $(date +%s) - start ))" >> "$log_dir/beside.done"
   done
+  wait_teardowns
 }
 
 report_beside() {
@@ -97,6 +126,13 @@ for i in "${!entries[@]}"; do
   keep=false
   [[ -n "$next" && "$next" == "$name@"* ]] && keep=true
   start=$(date +%s)
+  if [[ "$entry" == make:* ]]; then
+    rc=0
+    "${MAKE:-make}" --no-print-directory "${entry#make:}" || rc=$?
+    [[ $rc -eq 0 ]] || failed+=("$entry")
+    echo "== scenario $entry: $(( $(date +%s) - start )) s"
+    continue
+  fi
   if [[ "$broken" == "$name" ]]; then
     echo "== scenario $entry: skipped, an earlier entry of $name failed"
     failed+=("$entry")
@@ -117,7 +153,7 @@ for i in "${!entries[@]}"; do
     done
     unset LLMOPS_ENGINE LLMOPS_SWITCHED_LEG
     if [[ $keep == false || $rc -ne 0 ]]; then
-      "$molecule" destroy -s "$name" || true
+      teardown "$name"
     fi
   elif [[ $keep == true ]]; then
     # the scenario's sequence without its last destroy (the hosts are kept for the next entry);
@@ -127,10 +163,10 @@ for i in "${!entries[@]}"; do
       [[ $rc -eq 0 ]] || break
     done
     if [[ $rc -ne 0 ]]; then
-      "$molecule" destroy -s "$name" || true
+      teardown "$name"
     fi
   else
-    "$molecule" test -s "$name" || rc=$?
+    scenario_test "$name" || rc=$?
   fi
   if [[ $rc -ne 0 ]]; then
     failed+=("$entry")
@@ -140,6 +176,7 @@ for i in "${!entries[@]}"; do
   echo "== scenario $entry: $(( $(date +%s) - start )) s (least free disk: $(least_free_gb "$log_dir/disk.samples") GB)"
 done
 
+wait_teardowns
 if [[ -n "$beside_pid" ]]; then
   echo "== waiting for the scenarios beside ($BESIDE)"
   wait "$beside_pid"

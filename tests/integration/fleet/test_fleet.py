@@ -43,12 +43,13 @@ A, B = "0.31.0", "0.32.0"
 # a drained engine may still hold a running request when the rollout starts waiting for it.
 STREAM_TOKENS = 400
 # Bounds of the load: it never outlives a step, nor sends more than this. One stream at a time,
-# idle after each request for three times as long as the request took: a CPU vLLM generating takes
-# both of the test machine's cores, and the rollout's restarts need them.
+# idle after each request for five times as long as the request took: a CPU vLLM generating takes
+# a core of the test machine's two, which the rollout's restarts and the scenario beside need (a
+# step still sees a request start every 10-15 s, 20 or more over a rollout).
 LOAD_STREAMS = 1
 LOAD_MAX_REQUESTS = 2000
 LOAD_MAX_SECONDS = 1200
-LOAD_IDLE_FACTOR = 3
+LOAD_IDLE_FACTOR = 5
 # Streams sent to one engine directly (from the gateway host, so past the gateway's drain) from the
 # step before its rollout drains it until the rollout's wait for idle has begun: four are kept in
 # flight in that time, however long it lasts (a stream spends part of its life in curl and TLS, not
