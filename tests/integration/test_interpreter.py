@@ -85,3 +85,23 @@ def test_the_build_installs_from_the_mirror_predicts_in_check_mode_and_refuses_a
         assert host.run("ls %s/wrong/cpython-*" % root).rc != 0
     finally:
         host.run("rm -rf %s" % root)
+
+
+# A module of each engine's registry serving_modules, as a path under site-packages
+SERVING_MODULE = {"vllm": "vllm/entrypoints/openai/api_server", "sglang": "sglang/srt/managers/scheduler"}
+
+
+def test_the_venv_holds_the_bytecode_of_the_engines_serving_modules_not_of_every_file(host):
+    """The install compiles nothing; python_env's import of the engine's serving modules, as root,
+    writes their bytecode (the engine's user cannot write into the venv)."""
+    venv = host.check_output("readlink -f /opt/llmops/venvs/%s-current" % ENGINE)
+    site, tag = host.check_output(
+        venv + "/bin/python -c 'import sys, sysconfig; print(sysconfig.get_paths()[\"purelib\"], sys.implementation.cache_tag)'"
+    ).split()
+    module = os.path.join(site, SERVING_MODULE[ENGINE])
+    cached = os.path.join(os.path.dirname(module), "__pycache__", "%s.%s.pyc" % (os.path.basename(module), tag))
+    assert host.file(module + ".py").exists and host.file(cached).exists, cached
+    sources = int(host.check_output("find %s -name '*.py' | wc -l" % site))
+    compiled = int(host.check_output("find %s -name '*.pyc' | wc -l" % site))
+    print("%s: %d of %d modules compiled" % (os.path.basename(venv), compiled, sources))
+    assert compiled < sources / 2, (compiled, sources)

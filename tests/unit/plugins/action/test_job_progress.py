@@ -282,7 +282,7 @@ def venv_play(tmp_path, venv_name="json-1.0-0123456789ab"):
                       "python_env_tools_dir": str(tmp_path / "tools"),
                       "serving_spec_profile": {"python": "-llmops-test"}, "serving_spec_engine_profile": {},
                       "python_env_interpreter_choice": {"source": "system", "interpreter": "python-llmops-test"},
-                      "serving_engine": "json",
+                      "serving_engine": "json", "serving_spec_engine": {"serving_modules": ["json", "json.decoder"]},
                       "__python_env_install_argv": ["/bin/sh", "-c", install, "install", str(venv)],
                       "__python_env_install_env": {"LLMOPS_TEST_INSTALL_ENV": "yes"},
                       "python_env_install_timeout": 120, "python_env_progress_interval": 1}}]
