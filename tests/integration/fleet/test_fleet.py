@@ -58,8 +58,10 @@ LOAD_IDLE_FACTOR = 5
 # They start while the rollout keeps what runs (the step before the drain), not at the drain's
 # first task: the drain's tasks take about as long as a stream takes to reach the engine, so a
 # wait could begin before any stream had.
-# Each is long (within max-model-len); at most PINNED_MAX are sent.
-PINNED_TOKENS = 900
+# Each is long (within the scenario's serving_max_model_len, 4096): 900-token streams took a few
+# seconds each, and in two runs of three the last of them had ended before the wait's first scrape,
+# which then found the engine idle. At most PINNED_MAX are sent.
+PINNED_TOKENS = 3900
 PINNED_IN_FLIGHT = 4
 PINNED_MAX = 40
 # The banners of the rollout's step before the drain (roll.yml) and of its wait (drain.yml); with one
