@@ -30,8 +30,9 @@ export LLMOPS_TEST_VENV_PYTHON ?= $(CURDIR)/.cache/engine-venv/bin/python
 # default scenario's hosts serve vLLM, then SGLang. SCENARIOS_BESIDE run one after the other in the
 # background meanwhile (on the core the engines' single-threaded starts and Ansible leave idle). See
 # tests/harness/run-scenarios.sh. The lanes are balanced by their measured times: the default
-# scenario's two legs, nvidia, then (in make test) the demo and the checks, beside offline (with its
-# scale-out tests) and the fleet (rollouts under streamed load over three engines).
+# scenario's two legs and nvidia, then (in make test) the demo, the unit tests and promtool; beside
+# them offline (with its scale-out tests) and the fleet (rollouts under streamed load over three
+# engines), then (in make test) ansible-lint and ansible-test sanity.
 SCENARIOS ?= default default@sglang nvidia
 SCENARIOS_BESIDE ?= offline fleet
 ENGINE ?= vllm

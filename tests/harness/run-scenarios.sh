@@ -10,8 +10,8 @@
 # engine_independent (LLMOPS_SWITCHED_LEG=1, tests/integration/conftest.py).
 # BESIDE names scenarios run one after the other in the background while the entries run: engine
 # starts and Ansible's controller are mostly single-threaded, so a second scenario uses the core
-# they leave idle. An entry or BESIDE name make:TARGET runs `make TARGET` instead (make test puts
-# the demo and its static checks and unit tests there). The output of BESIDE goes to LOG_DIR
+# they leave idle. An entry or BESIDE name make:TARGET runs `make TARGET` instead (make test ends
+# both lanes with its demo and its checks so). The output of BESIDE goes to LOG_DIR
 # (default .cache/molecule-logs) and is printed when all of them have ended, after the entries.
 # A scenario's hosts are removed in the background once its last entry ends (teardown): deleting a
 # host's venvs is minutes of disk time and little CPU, which the next scenario need not wait for.
