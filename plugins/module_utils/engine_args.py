@@ -37,7 +37,7 @@ import re
 from ansible_collections.llmops.serving.plugins.module_utils import sglang_launch
 from ansible_collections.llmops.serving.plugins.module_utils.engine_flags import (
     ADMIN_KEY_ENV, API_KEY_ENV, FLAG_TABLE, FORBIDDEN_EXTRA, LONG_CONTEXT_FORMATS, REPEATED_LIST_FLAGS,
-    SGLANG_LORA_FLAGS_SINCE, SPEC_OWNED, VLLM_LORA_RANKS, EngineArgsError, entry_for, flag_table,
+    SGLANG_LORA_FLAGS_SINCE, SPEC_OWNED, VLLM_LORA_RANKS, EngineArgsError, entry_for, env_table, flag_table,
     node_launcher, node_launcher_problem, parse_version, speculative_methods, version_row)
 from ansible_collections.llmops.serving.plugins.module_utils.engine_spec import (
     BOOL_SPEC_KEYS, OPTIONAL_BOOL_SPEC_KEYS, SPEC_VARIABLES, VALUE_SPEC_KEYS, normalize_spec, unsupported_msg)
@@ -299,6 +299,9 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
         if spec["nodes"] is not None and spec["nodes"].get("cpus"):
             env["SGLANG_CPU_OMP_THREADS_BIND"] = cpu_thread_bind(spec["nodes"]["cpus"], spec["tensor_parallel"])
     env.update(node_env)
+    for key, rule in sorted(env_table(engine, engine_version).items()):
+        chosen = rule[0] if spec[key] else rule[1]
+        env.update(chosen or {})
 
     return {
         "engine": engine,

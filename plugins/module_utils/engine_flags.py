@@ -61,6 +61,14 @@ FLAG_TABLE = {
         # tools with tool_choice "auto" answer 400 without both
         "auto_tool_choice": [((0, 0, 0), ("--enable-auto-tool-choice", None))],
         "tool_call_parser": [((0, 0, 0), "--tool-call-parser")],
+        # Forced tool calls (tool_choice "required" or named) whose arguments are held to the tool's
+        # schema. Up to 0.30 a forced call is decoded under that JSON schema whatever the tool says.
+        # From 0.31 (pull request 56268, --tool-strict-level) a forced call is decoded in the
+        # model's own <tool_call> format, and its arguments are free JSON unless the request marks
+        # the tool strict: measured on 0.32 (cpu), a named call to a tool of one required string
+        # came back with arguments "false". The level "parameter" treats every tool as strict.
+        "tool_arguments_strict": [((0, 0, 0), (None, None)),
+                                  ((0, 31, 0), (["--tool-strict-level", "parameter"], None))],
         # 0.8 needs --enable-reasoning beside the parser; 0.19.1's --help has no such flag (the
         # parser alone turns it on)
         "enable_reasoning": [((0, 0, 0), ("--enable-reasoning", None)), ((0, 19, 1), (None, None))],
@@ -106,6 +114,8 @@ FLAG_TABLE = {
         # a tool-call parser is all SGLang needs for tool_choice "auto"
         "auto_tool_choice": [((0, 0, 0), (None, None))],
         "tool_call_parser": [((0, 0, 0), "--tool-call-parser")],
+        # no flag: the strictness of SGLang's tool calls is an environment variable (ENV_TABLE)
+        "tool_arguments_strict": [((0, 0, 0), (None, None))],
         "enable_reasoning": [((0, 0, 0), (None, None))],
         "reasoning_parser": [((0, 0, 0), "--reasoning-parser")],
         "kv_cache_dtype": [((0, 0, 0), "--kv-cache-dtype")],
@@ -121,6 +131,20 @@ FLAG_TABLE = {
         "speculative": [((0, 0, 0), "--speculative-algorithm")],
         "long_context": [((0, 0, 0), "--json-model-override-args")],
         "lora": [((0, 0, 0), "--lora-paths")],
+    },
+}
+
+# Spec keys an engine version reads from its environment rather than its argv, in the FLAG_TABLE's
+# row format with a {variable: value} dict for a flag. SGLang 0.5.23 decodes a forced tool call in
+# the model's own format with free arguments unless the tool is strict (function_call_parser.py
+# get_structure_constraint); SGLANG_TOOL_STRICT_LEVEL=2 (environ.py ToolStrictLevel.PARAMETER)
+# holds every tool's arguments to its schema. Checked only in 0.5.23's source: earlier versions
+# render nothing for it.
+ENV_TABLE = {
+    "vllm": {},
+    "sglang": {
+        "tool_arguments_strict": [((0, 0, 0), (None, None)),
+                                  ((0, 5, 23), ({"SGLANG_TOOL_STRICT_LEVEL": "2"}, None))],
     },
 }
 
@@ -220,6 +244,7 @@ SPEC_OWNED = {
         "enable-auto-tool-choice": "auto_tool_choice", "no-enable-auto-tool-choice": "auto_tool_choice",
         "disable-auto-tool-choice": "auto_tool_choice",
         "tool-call-parser": "tool_call_parser",
+        "tool-strict-level": "tool_arguments_strict",
         "enable-reasoning": "enable_reasoning",
         "reasoning-parser": "reasoning_parser",
         "kv-cache-dtype": "kv_cache_dtype",
@@ -340,6 +365,12 @@ def flag_table(engine, engine_version):
     """{spec key: rule} for one engine version."""
     version = parse_version(engine_version)
     return dict((key, version_row(rows, version)) for key, rows in FLAG_TABLE[engine].items())
+
+
+def env_table(engine, engine_version):
+    """{spec key: (environment when true, environment when false)} for one engine version."""
+    version = parse_version(engine_version)
+    return dict((key, version_row(rows, version)) for key, rows in ENV_TABLE[engine].items())
 
 
 def rule_flags(rule):

@@ -38,6 +38,7 @@ SPEC_VARIABLES = {
     "tls_keyfile": "serving_engine_tls",
     "auto_tool_choice": "serving_tool_calling",
     "tool_call_parser": "serving_tool_call_parser",
+    "tool_arguments_strict": "serving_tool_arguments_strict",
     "enable_reasoning": "serving_reasoning",
     "reasoning_parser": "serving_reasoning_parser",
     "kv_cache_dtype": "serving_kv_cache_dtype",
@@ -74,6 +75,7 @@ SPEC_DEFAULTS = {
     "tls_keyfile": None,
     "auto_tool_choice": False,
     "tool_call_parser": None,
+    "tool_arguments_strict": False,
     "enable_reasoning": False,
     "reasoning_parser": None,
     "kv_cache_dtype": None,
@@ -97,7 +99,7 @@ VALUE_SPEC_KEYS = ("served_model_name", "host", "port", "tensor_parallel", "max_
                    "prefill_chunk_tokens", "long_prefill_threshold")
 
 BOOL_SPEC_KEYS = ("enable_prefix_caching", "enable_metrics", "trust_remote_code", "auto_tool_choice", "enable_reasoning",
-                  "priority_scheduling")
+                  "priority_scheduling", "tool_arguments_strict")
 
 # On/off keys that render nothing when null (the engine's own default, which differs by version).
 OPTIONAL_BOOL_SPEC_KEYS = ("enable_chunked_prefill",)

@@ -161,6 +161,13 @@ options:
       tool_call_parser:
         description: The engine's parser of the model's tool calls (vLLM C(hermes), SGLang C(qwen25), ...); C(serving_tool_call_parser).
         type: str
+      tool_arguments_strict:
+        description:
+          - Hold the arguments of every tool call to the tool's JSON schema, as if each tool were C(strict); C(serving_tool_arguments_strict).
+          - vLLM from 0.31 renders C(--tool-strict-level parameter); SGLang from 0.5.23 gets C(SGLANG_TOOL_STRICT_LEVEL=2) in its environment.
+          - Earlier versions render nothing; their forced calls (C(tool_choice) C(required) or named) are decoded under the tool's schema anyway.
+        type: bool
+        default: false
       kv_cache_dtype:
         description: The KV cache's dtype (C(fp8_e4m3), C(fp8_e5m2), ...), null for the model's; C(serving_kv_cache_dtype).
         type: str
@@ -493,6 +500,7 @@ SPEC_OPTIONS = dict(
     tls_keyfile=dict(type="str", no_log=False),
     auto_tool_choice=dict(type="bool", default=False),
     tool_call_parser=dict(type="str"),
+    tool_arguments_strict=dict(type="bool", default=False),
     kv_cache_dtype=dict(type="str"),
     structured_output_backend=dict(type="str"),
     enable_reasoning=dict(type="bool", default=False),

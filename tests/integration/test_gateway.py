@@ -166,23 +166,131 @@ def sdk(host, host_ip, tmp_path_factory):
                          timeout=120, http_client=openai.DefaultHttpxClient(verify=ctx, trust_env=False))
 
 
-def test_openai_sdk_tools_with_auto_tool_choice_through_the_gateway(sdk):
-    """The official SDK from the controller, as a user's agent sends it: tools with tool_choice "auto"
-    (the engines answer 400 without a tool-call parser). Random weights call no tool: the answer is
-    a normal completion that stops at max_tokens."""
-    tools = [{"type": "function", "function": {
-        "name": "get_weather", "description": "The weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-    resp = sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}],
-                                       tools=tools, tool_choice="auto", max_tokens=8, temperature=0)
+# One tool, as the field report's agents send it; its one argument is bounded so that random
+# weights, which fill a string until max_tokens, can close the call.
+WEATHER = {"type": "object", "additionalProperties": False, "required": ["city"],
+           "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 12}}}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                           "parameters": WEATHER}}]
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.fixture(scope="module")
+def no_whitespace(host):
+    """logit_bias that keeps greedy decoding off the served tokenizer's whitespace-only tokens. The
+    engines' JSON grammars allow whitespace between tokens, and random weights prefer it: a call
+    would never close before max_tokens, which proves nothing. The grammar still decides which of
+    the other tokens may come, so an engine that does not hold the arguments to the schema still
+    answers outside it (vLLM 0.32 without --tool-strict-level: arguments `{" {":666...`)."""
+    tok = json.loads(host.file("/var/lib/llmops/models/%s/tokenizer.json" % MODEL).content_string)
+    # byte-level BPE: G-breve is a space, C-dot a newline, c-dot a tab, c-caron a carriage return
+    return dict((str(i), -100) for t, i in tok["model"]["vocab"].items() if t and set(t) <= set(u"\u0120\u010a\u0109\u010d"))
+
+
+@pytest.fixture(scope="module")
+def ends_after_the_call(host, no_whitespace):
+    """no_whitespace, and the end of the turn wherever a grammar allows it, as a trained model ends
+    its turn after a call: SGLang's Qwen tool-call grammar lets text follow a forced call, which
+    random weights would write until max_tokens."""
+    tok = json.loads(host.file("/var/lib/llmops/models/%s/tokenizer.json" % MODEL).content_string)
+    bias = dict(no_whitespace)
+    bias.update((str(t["id"]), 100) for t in tok["added_tokens"] if t["content"] == "<|im_end|>")
+    return bias
+
+
+def weather_call(sdk, bias, tool_choice, stream=False):
+    return sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                       tools=TOOLS, tool_choice=tool_choice, max_tokens=96, temperature=0,
+                                       logit_bias=bias, stream=stream, parallel_tool_calls=False)
+
+
+def assert_weather_call(calls):
+    import jsonschema
+    assert calls and len(calls) >= 1, calls
+    for call in calls:
+        assert call.function.name == "get_weather", call
+        jsonschema.validate(json.loads(call.function.arguments), WEATHER)
+
+
+@pytest.mark.parametrize("tool_choice", ["required", "named"])
+def test_forced_tool_call_arguments_validate_against_the_tool_schema(sdk, ends_after_the_call, tool_choice):
+    """tool_choice "required" or a named tool, through the gateway with the official SDK: the
+    engine decodes the call under the tool's schema (serving_tool_arguments_strict), so even random
+    weights return arguments that parse and validate. Without it vLLM 0.32 answered "false" and
+    SGLang 0.5.23 "Infinity"."""
+    resp = weather_call(sdk, ends_after_the_call, "required" if tool_choice == "required" else NAMED)
     choice = resp.choices[0]
-    assert choice.finish_reason in ("length", "stop", "tool_calls"), choice
-    assert resp.usage.completion_tokens >= 1
-    print("tools with tool_choice=auto through the gateway (%s): finish_reason %s, tool_calls %s"
-          % (ENGINE, choice.finish_reason, choice.message.tool_calls))
+    print("forced tool call %s (%s): finish_reason %s, %s"
+          % (tool_choice, ENGINE, choice.finish_reason, choice.message.tool_calls))
+    assert choice.finish_reason in ("tool_calls", "stop"), choice
+    assert_weather_call(choice.message.tool_calls)
 
 
-def test_openai_sdk_json_schema_answer_is_valid_json_of_the_schema(sdk):
+def test_streamed_forced_tool_call_assembles_to_the_same_call(sdk, ends_after_the_call):
+    """The same forced call streamed: the deltas of each call index assemble to the name and the
+    arguments the unstreamed answer has (greedy decoding), and the last chunk says why it ended."""
+    whole = weather_call(sdk, ends_after_the_call, "required").choices[0].message.tool_calls
+    calls, finish = {}, None
+    for chunk in weather_call(sdk, ends_after_the_call, "required", stream=True):
+        if not chunk.choices:
+            continue
+        finish = chunk.choices[0].finish_reason or finish
+        for delta in chunk.choices[0].delta.tool_calls or []:
+            call = calls.setdefault(delta.index, {"name": "", "arguments": ""})
+            if delta.function and delta.function.name:
+                call["name"] += delta.function.name
+            if delta.function and delta.function.arguments:
+                call["arguments"] += delta.function.arguments
+    print("streamed forced tool call (%s): finish_reason %s, %s" % (ENGINE, finish, calls))
+    assert finish in ("tool_calls", "stop"), finish
+    assert [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())] == \
+        [(c.function.name, json.loads(c.function.arguments)) for c in whole]
+
+
+def test_openai_sdk_tools_with_auto_tool_choice_through_the_gateway(sdk, no_whitespace):
+    """tools with tool_choice "auto" (the engines answer 400 without a tool-call parser): the model
+    chooses. A call it makes validates against the tool's schema; an answer without one is text
+    that ran to max_tokens."""
+    resp = sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                       tools=TOOLS, tool_choice="auto", max_tokens=8, temperature=0,
+                                       logit_bias=no_whitespace)
+    choice = resp.choices[0]
+    print("tools with tool_choice=auto through the gateway (%s): finish_reason %s, tool_calls %s, content %r"
+          % (ENGINE, choice.finish_reason, choice.message.tool_calls, choice.message.content))
+    if choice.message.tool_calls:
+        assert choice.finish_reason == "tool_calls", choice
+        assert_weather_call(choice.message.tool_calls)
+    else:
+        assert choice.finish_reason == "length" and resp.usage.completion_tokens == 8, choice
+        assert choice.message.content, choice
+
+
+def test_json_object_answer_is_json(sdk, no_whitespace):
+    """response_format json_object: the answer parses as a JSON object."""
+    resp = sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Answer in JSON."}],
+                                       response_format={"type": "json_object"}, max_tokens=64, temperature=0,
+                                       logit_bias=no_whitespace)
+    choice = resp.choices[0]
+    print("json_object through the gateway (%s): %r, finish_reason %s"
+          % (ENGINE, choice.message.content, choice.finish_reason))
+    assert choice.finish_reason == "stop", choice
+    assert isinstance(json.loads(choice.message.content), dict), choice.message.content
+
+
+def test_streamed_usage_is_reported_for_billing(sdk):
+    """stream_options.include_usage: the stream ends with a chunk of no choices that counts the
+    prompt and the completion, as billing reads them."""
+    chunks = list(sdk.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Count to five."}], max_tokens=6, temperature=0,
+        stream=True, stream_options={"include_usage": True}))
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None, last
+    assert last.usage.completion_tokens == 6 and last.usage.prompt_tokens > 0, last.usage
+    assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+def test_openai_sdk_json_schema_answer_is_valid_json_of_the_schema(sdk, no_whitespace):
     """response_format json_schema through the gateway: the engine's grammar backend
     (serving_structured_output) holds even random weights to the schema, so the answer parses and
     conforms; a model left to itself would not."""
@@ -192,7 +300,7 @@ def test_openai_sdk_json_schema_answer_is_valid_json_of_the_schema(sdk):
     resp = sdk.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Which city, for how many days? Answer in JSON."}],
         response_format={"type": "json_schema", "json_schema": {"name": "trip", "strict": True, "schema": schema}},
-        max_tokens=120, temperature=0)
+        max_tokens=120, temperature=0, logit_bias=no_whitespace)
     choice = resp.choices[0]
     assert choice.finish_reason == "stop", choice
     answer = json.loads(choice.message.content)

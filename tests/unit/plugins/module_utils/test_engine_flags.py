@@ -126,6 +126,34 @@ def test_tool_calling_renders_the_registry_parser_the_version_lists(engine, vers
     assert "--tool-call-parser" not in off and "--enable-auto-tool-choice" not in off
 
 
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_strict_tool_arguments_render_where_the_version_frees_them(engine, version):
+    # vLLM from 0.31 has --tool-strict-level (its parameter level pins every tool's arguments);
+    # SGLang 0.5.23 reads SGLANG_TOOL_STRICT_LEVEL; earlier versions decode forced calls under the
+    # tool's schema without being asked, and render nothing
+    tools = spec(auto_tool_choice=True, tool_call_parser="hermes" if engine == "vllm" else "qwen25")
+    strict = ea.build(engine, version, dict(tools, tool_arguments_strict=True), validate_flags=False, python=PY)
+    loose = ea.build(engine, version, tools, validate_flags=False, python=PY)
+    options = ev.help_options(help_text(engine, version))
+    has_level = "--tool-strict-level" in options
+    assert has_level == (engine == "vllm" and ef.parse_version(version) >= (0, 31, 0))
+    if has_level:
+        assert strict["flags"][strict["flags"].index("--tool-strict-level") + 1] == "parameter"
+        assert "parameter" in help_choices(help_text(engine, version), "--tool-strict-level")
+    else:
+        assert "--tool-strict-level" not in strict["flags"]
+    assert "--tool-strict-level" not in loose["flags"]
+    expected_env = "2" if engine == "sglang" and ef.parse_version(version) >= (0, 5, 23) else None
+    assert strict["env"].get("SGLANG_TOOL_STRICT_LEVEL") == expected_env
+    assert "SGLANG_TOOL_STRICT_LEVEL" not in loose["env"]
+    assert strict["environment"].get("SGLANG_TOOL_STRICT_LEVEL") == expected_env
+
+
+def test_strict_tool_arguments_are_owned_by_the_spec():
+    with pytest.raises(ef.EngineArgsError, match="serving_tool_arguments_strict"):
+        ea.build("vllm", "0.32.0", spec(), extra_args={"tool-strict-level": "auto"}, validate_flags=False, python=PY)
+
+
 def test_the_xml_tool_call_format_has_a_parser_only_where_the_version_lists_one():
     from ansible_collections.llmops.serving.plugins.module_utils import engines
     assert "xml" not in engines.engine_info("vllm", "0.8.5.post1")["tool_call_parsers"]
