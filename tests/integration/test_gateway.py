@@ -166,10 +166,12 @@ def sdk(host, host_ip, tmp_path_factory):
                          timeout=120, http_client=openai.DefaultHttpxClient(verify=ctx, trust_env=False))
 
 
-# One tool, as the field report's agents send it; its one argument is bounded so that random
-# weights, which fill a string until max_tokens, can close the call.
+# One tool, as the field report's agents send it. Its argument is an enum: random weights fill a
+# free string with whatever bytes the grammar lets through until max_tokens, and SGLang 0.5.23's
+# let a raw control character and broken UTF-8 into one, which no JSON parser reads (the engine then
+# drops the call). Without the schema held to, the arguments are anything: "false", {" {":666...}.
 WEATHER = {"type": "object", "additionalProperties": False, "required": ["city"],
-           "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 12}}}
+           "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]}}}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
                                            "parameters": WEATHER}}]
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
