@@ -251,10 +251,11 @@ def test_streamed_forced_tool_call_assembles_to_the_same_call(sdk, ends_after_th
 
 def test_openai_sdk_tools_with_auto_tool_choice_through_the_gateway(sdk, no_whitespace):
     """tools with tool_choice "auto" (the engines answer 400 without a tool-call parser): the model
-    chooses. A call it makes validates against the tool's schema; an answer without one is text
-    that ran to max_tokens."""
+    chooses. A call it makes validates against the tool's schema; an answer without one ran to
+    max_tokens (its text, or nothing where a call it began was cut: the engines drop unfinished
+    call markup)."""
     resp = sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}],
-                                       tools=TOOLS, tool_choice="auto", max_tokens=8, temperature=0,
+                                       tools=TOOLS, tool_choice="auto", max_tokens=64, temperature=0,
                                        logit_bias=no_whitespace)
     choice = resp.choices[0]
     print("tools with tool_choice=auto through the gateway (%s): finish_reason %s, tool_calls %s, content %r"
@@ -263,8 +264,7 @@ def test_openai_sdk_tools_with_auto_tool_choice_through_the_gateway(sdk, no_whit
         assert choice.finish_reason == "tool_calls", choice
         assert_weather_call(choice.message.tool_calls)
     else:
-        assert choice.finish_reason == "length" and resp.usage.completion_tokens == 8, choice
-        assert choice.message.content, choice
+        assert choice.finish_reason == "length" and resp.usage.completion_tokens == 64, choice
 
 
 def test_json_object_answer_is_json(sdk, no_whitespace):
