@@ -361,16 +361,19 @@ def entry_for(engine, engine_version):
     return dict(version_row(ENTRY_TABLE[engine], parse_version(engine_version)))
 
 
+def _rules_at(table, engine, engine_version):
+    version = parse_version(engine_version)
+    return dict((key, version_row(rows, version)) for key, rows in table[engine].items())
+
+
 def flag_table(engine, engine_version):
     """{spec key: rule} for one engine version."""
-    version = parse_version(engine_version)
-    return dict((key, version_row(rows, version)) for key, rows in FLAG_TABLE[engine].items())
+    return _rules_at(FLAG_TABLE, engine, engine_version)
 
 
 def env_table(engine, engine_version):
     """{spec key: (environment when true, environment when false)} for one engine version."""
-    version = parse_version(engine_version)
-    return dict((key, version_row(rows, version)) for key, rows in ENV_TABLE[engine].items())
+    return _rules_at(ENV_TABLE, engine, engine_version)
 
 
 def rule_flags(rule):

@@ -7,7 +7,17 @@ engine that serves, and the one that names an engine sets it). A scenario run ag
 the hosts its first leg converged, switched to another engine (`NAME@ENGINE` in
 tests/harness/run-scenarios.sh, which sets LLMOPS_SWITCHED_LEG=1), does not repeat them: the first
 leg ran them on the same hosts and the same model. They are deselected there, not skipped."""
+import json
 import os
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def served_tokenizer(host):
+    """The tokenizer.json of the model the scenario serves (LLMOPS_MODEL), read once per module."""
+    path = "/var/lib/llmops/models/%s/tokenizer.json" % os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
+    return json.loads(host.file(path).content_string)
 
 
 def pytest_configure(config):

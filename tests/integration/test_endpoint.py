@@ -44,10 +44,9 @@ def request(host, method, path, body=None, key=API_KEY):
     return timed_request(host, method, path, body, key)[:2]
 
 
-def special_ids(host):
-    """The special tokens' ids from the served folder's tokenizer.json."""
-    tok = json.loads(host.file("/var/lib/llmops/models/%s/tokenizer.json" % MODEL).content_string)
-    return dict((t["content"], t["id"]) for t in tok["added_tokens"])
+def special_ids(tokenizer):
+    """The special tokens' ids of the served folder's tokenizer.json."""
+    return dict((t["content"], t["id"]) for t in tokenizer["added_tokens"])
 
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "fixtures", "golden", "engine-units")
@@ -133,10 +132,10 @@ def test_chat_without_valid_key_is_refused(host, key):
     assert status == 401
 
 
-def test_engine_applies_chatml_template(host):
+def test_engine_applies_chatml_template(host, served_tokenizer):
     """The prompt the engine tokenises starts with <|im_start|> as one special token, and the
     special tokens written in a prompt are the tokenizer's ids."""
-    ids = special_ids(host)
+    ids = special_ids(served_tokenizer)
     status, body = request(host, "POST", "/tokenize", {
         "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True})
     assert status == 200, body

@@ -178,25 +178,24 @@ NAMED = {"type": "function", "function": {"name": "get_weather"}}
 
 
 @pytest.fixture(scope="module")
-def no_whitespace(host):
+def no_whitespace(served_tokenizer):
     """logit_bias that keeps greedy decoding off the served tokenizer's whitespace-only tokens. The
     engines' JSON grammars allow whitespace between tokens, and random weights prefer it: a call
     would never close before max_tokens, which proves nothing. The grammar still decides which of
     the other tokens may come, so an engine that does not hold the arguments to the schema still
     answers outside it (vLLM 0.32 without --tool-strict-level: arguments `{" {":666...`)."""
-    tok = json.loads(host.file("/var/lib/llmops/models/%s/tokenizer.json" % MODEL).content_string)
     # byte-level BPE: G-breve is a space, C-dot a newline, c-dot a tab, c-caron a carriage return
-    return dict((str(i), -100) for t, i in tok["model"]["vocab"].items() if t and set(t) <= set(u"\u0120\u010a\u0109\u010d"))
+    return dict((str(i), -100) for t, i in served_tokenizer["model"]["vocab"].items()
+                if t and set(t) <= set(u"\u0120\u010a\u0109\u010d"))
 
 
 @pytest.fixture(scope="module")
-def ends_after_the_call(host, no_whitespace):
+def ends_after_the_call(served_tokenizer, no_whitespace):
     """no_whitespace, and the end of the turn wherever a grammar allows it, as a trained model ends
     its turn after a call: SGLang's Qwen tool-call grammar lets text follow a forced call, which
     random weights would write until max_tokens."""
-    tok = json.loads(host.file("/var/lib/llmops/models/%s/tokenizer.json" % MODEL).content_string)
     bias = dict(no_whitespace)
-    bias.update((str(t["id"]), 100) for t in tok["added_tokens"] if t["content"] == "<|im_end|>")
+    bias.update((str(t["id"]), 100) for t in served_tokenizer["added_tokens"] if t["content"] == "<|im_end|>")
     return bias
 
 
