@@ -6,7 +6,7 @@
 Two kinds of functions live here:
 - pure ones (manifests, verification, shard completeness, progress files, atomic swaps) that need
   only the standard library and run inside the Ansible module process;
-- `fetch_hf`, `build` and their helpers, which need huggingface_hub / torch / safetensors / peft and
+- `fetch_hf`, `build` and their helpers, which need huggingface_hub / torch / safetensors and
   run in an engine venv's interpreter through venv_runner (this file's source is sent to the child,
   so it must not import anything outside the standard library at module level).
 
@@ -693,24 +693,134 @@ def add_adapters(base_names, adapters, out):
     return served
 
 
+_SIZE_UNITS = (("GIB", 2 ** 30), ("MIB", 2 ** 20), ("KIB", 2 ** 10), ("GB", 10 ** 9), ("MB", 10 ** 6), ("KB", 10 ** 3))
+
+
+def shard_size_bytes(text):
+    """'5GB' -> 5000000000, '200KiB' -> 204800 (the units transformers' max_shard_size takes)."""
+    s = str(text).strip().upper()
+    for unit, mult in _SIZE_UNITS:
+        if s.endswith(unit):
+            return int(float(s[:-len(unit)]) * mult)
+    return int(s)
+
+
+def _lora_pattern(patterns, module, default):
+    """The value of PEFT's rank_pattern/alpha_pattern for module: a key matches the module's name
+    or a dotted suffix of it."""
+    import re
+    for key, value in (patterns or {}).items():
+        if re.match(r"(.*\.)?(%s)$" % key, module):
+            return value
+    return default
+
+
+def read_lora_adapter(adapter):
+    """({module: {"A": tensor, "B": tensor, "scale": float, "fan_in_fan_out": bool}},
+    {base tensor name: tensor that replaces it}) of a PEFT LoRA adapter folder."""
+    import math
+    with open(os.path.join(adapter, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("use_dora"):
+        raise WeightsError("serving_model.lora %s is a DoRA adapter (use_dora): merge it with peft and serve the merged "
+                           "model as serving_model.source, or serve it unmerged with serving_lora_adapters" % adapter)
+    st = os.path.join(adapter, "adapter_model.safetensors")
+    if os.path.exists(st):
+        from safetensors.torch import load_file
+        state = load_file(st)
+    else:
+        state = _load_bin(os.path.join(adapter, "adapter_model.bin"))
+    lora, replace = {}, {}
+    for key, t in state.items():
+        name = key[len("base_model.model."):] if key.startswith("base_model.model.") else key
+        parts = name.split(".")
+        kind = next((p for p in parts if p in ("lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B",
+                                               "lora_magnitude_vector")), None)
+        if kind is None:
+            # modules_to_save and trained biases are stored whole, under the base's own names
+            replace[name] = t
+            continue
+        if kind == "lora_magnitude_vector" or parts[-1] == "bias":
+            raise WeightsError("serving_model.lora %s holds %s: only plain LoRA (A and B matrices, no LoRA bias) is "
+                               "merged" % (adapter, key))
+        module = ".".join(parts[:parts.index(kind)])
+        lora.setdefault(module, {})[kind.replace("lora_embedding_", "E").replace("lora_", "")] = t
+    for module, ab in lora.items():
+        emb = "EA" in ab
+        a, b = (ab.get("EA"), ab.get("EB")) if emb else (ab.get("A"), ab.get("B"))
+        if a is None or b is None:
+            raise WeightsError("serving_model.lora %s: %s has only one of its two LoRA matrices" % (adapter, module))
+        rank = a.shape[0]
+        alpha = _lora_pattern(cfg.get("alpha_pattern"), module, cfg.get("lora_alpha", 8))
+        scale = alpha / (math.sqrt(rank) if cfg.get("use_rslora") else rank)
+        ab.clear()
+        ab.update(A=a, B=b, scale=scale, embedding=emb, fan_in_fan_out=bool(cfg.get("fan_in_fan_out")))
+    return lora, replace
+
+
 def merge_lora(base, adapter, out, max_shard_size="5GB"):
-    """Merge a LoRA adapter into base with peft; dtype kept, embeddings never resized."""
+    """Merge a PEFT LoRA adapter into the safetensors model in base, writing out: W + scale * B @ A per
+    target module, computed in float32 and stored in the base tensor's dtype, embeddings never
+    resized. Needs torch and safetensors only (no peft, no model class), one tensor at a time."""
     import torch
-    import transformers
-    from peft import PeftModel
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    lora, replace = read_lora_adapter(adapter)
     with open(os.path.join(base, "config.json")) as f:
         cfg = json.load(f)
     dtype_name = cfg.get("torch_dtype") or cfg.get("dtype") or "float32"
-    dtype = getattr(torch, dtype_name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=dtype, low_cpu_mem_usage=True)
-    vocab = model.get_input_embeddings().weight.shape[0]
-    model = PeftModel.from_pretrained(model, adapter, is_trainable=False)
-    model = model.merge_and_unload()
-    if model.get_input_embeddings().weight.shape[0] != vocab:
-        raise WeightsError("the merge changed the embedding rows (%d -> %d): the adapter resized the vocabulary; "
-                           "Qwen's vocab_size exceeds the tokenizer length on purpose, keep it" % (vocab, model.get_input_embeddings().weight.shape[0]))
-    model = model.to(dtype)
-    model.save_pretrained(out, safe_serialization=True, max_shard_size=max_shard_size)
+    index, shards = weight_files(base)
+    limit = shard_size_bytes(max_shard_size)
+    pending, written, merged = {}, [], set()
+    size = 0
+
+    def flush():
+        name = "model-%05d.safetensors.part" % (len(written) + 1)
+        save_file(pending, os.path.join(out, name), metadata={"format": "pt"})
+        written.append((name, sorted(pending), size))
+        pending.clear()
+
+    for shard in shards:
+        with safe_open(os.path.join(base, shard), framework="pt") as f:
+            for key in sorted(f.keys()):
+                t = f.get_tensor(key)
+                module = key[:-len(".weight")] if key.endswith(".weight") else None
+                if key in replace:
+                    if list(replace[key].shape) != list(t.shape):
+                        raise WeightsError("serving_model.lora %s replaces %s with shape %s, the base has %s"
+                                           % (adapter, key, list(replace[key].shape), list(t.shape)))
+                    t = replace[key].to(t.dtype)
+                    merged.add(key)
+                elif module in lora:
+                    m = lora[module]
+                    delta = m["B"].float() @ m["A"].float()
+                    if m["embedding"] or m["fan_in_fan_out"]:
+                        delta = delta.T
+                    t = (t.float() + m["scale"] * delta).to(t.dtype)
+                    merged.add(module)
+                t = t.contiguous()
+                nbytes = t.numel() * t.element_size()
+                if pending and size + nbytes > limit:
+                    flush()
+                    size = 0
+                pending[key] = t
+                size += nbytes
+    if pending:
+        flush()
+    unused = sorted((set(lora) | set(replace)) - merged)
+    if unused:
+        raise WeightsError("serving_model.lora %s holds tensors for %s, which the base model does not have"
+                           % (adapter, ", ".join(unused[:5])))
+    if len(written) == 1:
+        os.rename(os.path.join(out, written[0][0]), os.path.join(out, "model.safetensors"))
+        return dtype_name
+    weight_map, total = {}, 0
+    for i, (part, keys, nbytes) in enumerate(written, 1):
+        final = "model-%05d-of-%05d.safetensors" % (i, len(written))
+        os.rename(os.path.join(out, part), os.path.join(out, final))
+        weight_map.update((k, final) for k in keys)
+        total += nbytes
+    write_json(os.path.join(out, "model.safetensors.index.json"), dict(metadata=dict(total_size=total), weight_map=weight_map))
     return dtype_name
 
 
@@ -801,8 +911,6 @@ def _build_weights(src, fmt, stage_dir, adapter, tmp, progress_path, max_shard_s
         _copy_side_files(stage, tmp)
         merged = _safetensors_names(tmp)
         missing = sorted(set(out_names) - set(merged))
-        # transformers may drop a tied lm_head; anything else missing is an error.
-        missing = [m for m in missing if m != "lm_head.weight"]
         if missing or any(merged[k][0] != out_names[k][0] for k in merged if k in out_names):
             raise WeightsError("merge check failed: merged tensors differ in names/shapes from the base (%s)" % missing[:5])
         progress.set(1)

@@ -18,8 +18,10 @@ description:
     pickle C(.bin) shards become sharded safetensors with an index, one shard in memory at a time
     (C(torch.load) with C(weights_only=True) and C(mmap)); safetensors sources are reflinked where
     the filesystem has it, else copied (never hard-linked, so the served bytes and modes are the
-    build's own); a LoRA I(adapter) is checked against the base's layer shapes and merged with
-    peft (dtype kept, embeddings never resized).
+    build's own); a LoRA I(adapter) is checked against the base's layer shapes and merged into
+    the base's tensors (W + scale * B @ A in float32, stored in the base's dtype; embeddings never
+    resized; rsLoRA and PEFT's alpha_pattern honoured; DoRA refused), one tensor at a time, with
+    torch and safetensors alone.
   - Stores the chat template in the new folder's C(tokenizer_config.json), proves it with the
     tokenizer_check logic (special-token ids, probe renderings), writes the folder's manifest, and
     only then publishes it - I(dest) is a link to C(<dir of dest>/.builds/<name>/<build>), flipped by
@@ -39,7 +41,7 @@ version_added: 0.1.0
 author: llmops.serving maintainers (@llmops)
 options:
   python:
-    description: Interpreter of a venv that has torch, safetensors, transformers and peft.
+    description: Interpreter of a venv that has torch, safetensors and transformers (any engine's venv).
     type: path
     required: true
   src:
@@ -89,7 +91,7 @@ options:
     default: cheap
     choices: [cheap, full]
   max_shard_size:
-    description: Shard size of merged models.
+    description: Largest shard of a merged model (C(5GB), C(200KB), C(2GiB)).
     type: str
     default: 5GB
   progress_file:
@@ -108,7 +110,7 @@ options:
 notes:
   - Check mode verifies and reports whether the folder would be rebuilt; it records no manifest.
 requirements:
-  - torch, safetensors, transformers and peft in the venv of I(python)
+  - torch, safetensors and transformers in the venv of I(python)
 """
 
 EXAMPLES = r"""
@@ -246,7 +248,7 @@ def _in_venv(module, mod, entry):
         try:
             return venv_runner.call(module.run_command, module.params["python"], mod, entry, args)
         except venv_runner.VenvCallError as e:
-            raise weights.ConvertError("%s; python must be an engine venv's interpreter (torch, safetensors, transformers, peft)"
+            raise weights.ConvertError("%s; python must be an engine venv's interpreter (torch, safetensors, transformers)"
                                        % e, rc=e.rc)
     return call
 

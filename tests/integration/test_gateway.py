@@ -302,11 +302,10 @@ def test_openai_sdk_json_schema_answer_is_valid_json_of_the_schema(sdk, no_white
         model=MODEL, messages=[{"role": "user", "content": "Which city, for how many days? Answer in JSON."}],
         response_format={"type": "json_schema", "json_schema": {"name": "trip", "strict": True, "schema": schema}},
         max_tokens=120, temperature=0, logit_bias=no_whitespace)
+    import jsonschema
     choice = resp.choices[0]
     assert choice.finish_reason == "stop", choice
-    answer = json.loads(choice.message.content)
-    assert set(answer) == {"city", "days"} and answer["city"] in ("Paris", "Rome", "Oslo"), answer
-    assert isinstance(answer["days"], int) and 1 <= answer["days"] <= 9, answer
+    jsonschema.validate(json.loads(choice.message.content), schema)
     print("json_schema through the gateway (%s): %s in %d tokens" % (ENGINE, choice.message.content,
                                                                      resp.usage.completion_tokens))
 

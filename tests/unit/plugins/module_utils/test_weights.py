@@ -12,7 +12,11 @@ from ansible_collections.llmops.serving.plugins.module_utils import tokenizer_ch
 
 VENV_PY = os.environ.get("LLMOPS_TEST_VENV_PYTHON")
 needs_venv = pytest.mark.skipif(not VENV_PY, reason="set LLMOPS_TEST_VENV_PYTHON to a venv with torch, transformers, peft")
+# The SGLang venv has no peft: the LoRA merge must not need it.
+SGLANG_PY = os.environ.get("LLMOPS_TEST_SGLANG_PYTHON")
+needs_sglang_venv = pytest.mark.skipif(not SGLANG_PY, reason="set LLMOPS_TEST_SGLANG_PYTHON to the SGLang venv")
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+PEFT_REFERENCE = os.path.join(REPO, "tests", "fixtures", "weights", "peft_reference.py")
 
 
 def _folder(tmp_path, files):
@@ -136,10 +140,11 @@ def models(tmp_path_factory):
     return root
 
 
-def _build(src, dest, adapter=None):
+def _build(src, dest, adapter=None, python=None, **kw):
     tpl = os.path.join(REPO, "templates", "chat", "qwen3.jinja")
-    return vcall(weights, "run_in_venv", fn="build", src=str(src), dest=str(dest), adapter=adapter and str(adapter),
-                 chat_template=open(tpl).read(), digest="d1", progress_path=None)
+    return venv_runner.call(run_command, python or VENV_PY, weights, "run_in_venv", dict(
+        fn="build", src=str(src), dest=str(dest), adapter=adapter and str(adapter), chat_template=open(tpl).read(),
+        digest="d1", progress_path=None, **kw))
 
 
 @needs_venv
@@ -166,6 +171,34 @@ def test_lora_merge_keeps_dtype_and_vocab(models, tmp_path):
     heads = weights._safetensors_names(tmp)
     assert heads["model.embed_tokens.weight"] == ([1088, 64], "BF16")  # vocab_size 1088 > tokenizer length 1024
     assert not [k for k in heads if "lora" in k]
+
+
+@needs_venv
+@needs_sglang_venv
+@pytest.mark.parametrize("options", [
+    ["--targets", "q_proj", "v_proj"],
+    ["--targets", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "--rank", "8", "--rslora",
+     "--alpha-pattern", "v_proj=3"]], ids=["lora", "all-linear-rslora-alpha-pattern"])
+def test_lora_merge_in_a_venv_without_peft_equals_peft(models, tmp_path, options):
+    """The SGLang venv (no peft) builds the merged model; peft's merge_and_unload of the same adapter
+    gives the same tensors to within bfloat16 rounding, and every target moved."""
+    assert subprocess.run([SGLANG_PY, "-c", "import peft"], capture_output=True).returncode != 0
+    adapter = tmp_path / "adapter"
+    subprocess.check_call([VENV_PY, PEFT_REFERENCE, "adapter", str(models / "base"), str(adapter)] + options,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = _build(models / "base", tmp_path / "served", adapter, python=SGLANG_PY, max_shard_size="200KB")
+    assert r["ok"], r
+    built = r["result"]["tmp"]
+    index = json.load(open(os.path.join(built, "model.safetensors.index.json")))
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1 and all(os.path.getsize(os.path.join(built, s)) < 200 * 1000 + 4096 for s in shards)
+    out = json.loads(subprocess.check_output([VENV_PY, PEFT_REFERENCE, "compare", str(models / "base"), str(adapter), built],
+                                             stderr=subprocess.DEVNULL))
+    assert out["missing"] == [] and out["extra"] == [] and out["dtypes"] == ["torch.bfloat16"], out
+    assert out["worst_steps"] <= 2, out["worst_steps"]
+    targets = options[1:options.index("--rank")] if "--rank" in options else options[1:]
+    moved = [k for k, v in out["moved"].items() if v > 0]
+    assert sorted(set(k.split(".")[-2] for k in moved)) == sorted(targets), moved
 
 
 @needs_venv

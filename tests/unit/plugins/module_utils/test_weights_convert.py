@@ -430,7 +430,7 @@ def test_module_fails_when_python_is_no_engine_venv(tree, monkeypatch):
     assert result["failed"] and result["rc"] == 1 and set(result) == {"failed", "msg", "rc"}
     assert result["msg"].startswith("tokenizer_check.check failed under %s (rc=1):\n" % sys.executable)
     assert result["msg"].endswith("No module named 'transformers'; python must be an engine venv's interpreter "
-                                  "(torch, safetensors, transformers, peft)")
+                                  "(torch, safetensors, transformers)")
     assert leftovers(tree) != [] and not os.path.exists(str(tree / "served"))  # as before: the temp folder stays
 
 

@@ -144,7 +144,7 @@ BAD_INPUTS = [
      ["adapter {tmp} has no adapter_config.json: not a PEFT adapter folder"]),
     ("python without transformers", None, {},
      ["tokenizer_check.check failed under {python} (rc=1):", "No module named 'transformers'",
-      "; python must be an engine venv's interpreter (torch, safetensors, transformers, peft)"]),
+      "; python must be an engine venv's interpreter (torch, safetensors, transformers)"]),
     ("unknown template family", None, {"template": "qwen4"},
      ["value of template must be one of: qwen2.5, qwen3, got: qwen4"]),
     ("unknown verify mode", None, {"verify": "fast"}, ["value of verify must be one of: cheap, full, got: fast"]),
