@@ -762,7 +762,6 @@ def merge_lora(base, adapter, out, max_shard_size="5GB"):
     """Merge a PEFT LoRA adapter into the safetensors model in base, writing out: W + scale * B @ A per
     target module, computed in float32 and stored in the base tensor's dtype, embeddings never
     resized. Needs torch and safetensors only (no peft, no model class), one tensor at a time."""
-    import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
     lora, replace = read_lora_adapter(adapter)
