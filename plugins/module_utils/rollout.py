@@ -150,3 +150,40 @@ def pool_budget(host, pools, available, draining, min_available):
         % (pool, ", ".join(members), len(after), len(members),
            ", ".join(sorted(set(draining) & set(members) | {host})), len(up), ", ".join(up) or "none", need, host))
     return dict(pool=pool, members=members, available=up, after=len(after), ok=ok, msg=msg)
+
+
+def last_version_move(states, target):
+    """The fleet's last version move, the one rollback.yml undoes, and whether target is its target.
+
+    Every rollout that moves a host to another venv (site.yml, upgrade.yml, or a rollback) records
+    ``serving.moved_by`` = {id, from}: the id of that run (``rollout_run_id``, sortable by time) and the
+    venv the host left.
+    states: {host: the host's state file}; target: the venv of the serving spec given to rollback.yml.
+    Returns dict(id, to, hosts, ok, msg): the newest move, the venv it moved hosts to, the hosts it
+    moved that still serve that venv (they roll back; every other host stays), and whether target
+    is that venv (msg says what to do when not). Hosts recorded before moves had ids have none: with
+    no move recorded anywhere, id is None and every host that serves target may roll back (ok).
+    """
+    moves = {}
+    for host, state in states.items():
+        serving = (state or {}).get("serving") or {}
+        moved = serving.get("moved_by") or {}
+        if moved.get("id") and serving.get("venv"):
+            moves.setdefault((moved["id"], serving["venv"]), []).append(host)
+    if not moves:
+        return dict(id=None, to=None, hosts=[], ok=True, msg="")
+    newest = max(key[0] for key in moves)
+    destinations = sorted(key[1] for key in moves if key[0] == newest)
+    if len(destinations) != 1:
+        raise ValueError("move %s recorded different venvs (%s): one run moves every host to one venv; check "
+                         "the hosts' state files" % (newest, ", ".join(destinations)))
+    to = destinations[0]
+    hosts = sorted(moves[(newest, to)])
+    ok = target == to
+    msg = "" if ok else (
+        "the fleet's last version move (%s) put %s on %s, and rollback.yml undoes only that move: it was "
+        "given a serving spec whose venv is %s. Nothing was changed. Run rollback.yml with the serving spec "
+        "that move was made with (the -e of that upgrade.yml or site.yml run, e.g. its serving_stack), or "
+        "upgrade.yml to the version you want."
+        % (newest, ", ".join(hosts), os.path.basename(to), os.path.basename(target or "") or "empty"))
+    return dict(id=newest, to=to, hosts=hosts, ok=ok, msg=msg)

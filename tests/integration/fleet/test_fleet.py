@@ -522,8 +522,14 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert "VLLM_LOGGING_CONFIG_PATH" not in on_host(ENGINES[1], "cat /etc/llmops/vllm.env")
     assert drained_now() == []
 
-    # 5. rollback.yml for that rollout (target A): only host 1 goes back; hosts 2 and 3 never moved.
+    # 5. rollback.yml given B, which hosts 2 and 3 serve but the last move (to A, host 1) did not
+    # put them on, is refused before anything changes: it would send them back a version. Then
+    # rollback.yml for that move (target A): only host 1 goes back; hosts 2 and 3 never moved.
     starts = {c: unit_start(c) for c in ENGINES}
+    rc, out = playbook("rollback", "-e", "serving_stack=cpu", *spec)
+    assert rc != 0 and re.search(r"last version move \(\S+\) put %s on vllm-0\.31\.0-" % ENGINES[0], out), \
+        why("rollback.yml given B (not the last move's target) was not refused naming the move", out)
+    assert "ROLLED BACK" not in out and {c: unit_start(c) for c in ENGINES} == starts
     with StreamLoad() as load:
         rc, out = playbook("rollback", "-e", "serving_stack=cpu-prev", *spec, load=load)
     load.report("during rollback.yml")

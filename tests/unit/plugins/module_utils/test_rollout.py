@@ -96,3 +96,49 @@ def test_the_module_documents_what_it_returns():
     doc = yaml.safe_load(rollout_state.DOCUMENTATION)
     assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update"}
     json.dumps(yaml.safe_load(rollout_state.EXAMPLES))
+
+
+# ---------------------------------------------------------------------------- rollback's target
+A, B = "/opt/llmops/venvs/vllm-0.31.0-aaaaaaaaaaaa", "/opt/llmops/venvs/vllm-0.32.0-bbbbbbbbbbbb"
+
+
+def serving(venv, move_id=None, came_from=None):
+    record = {"venv": venv, "since": "2026-12-07T06:00:00+00:00"}
+    if move_id:
+        record["moved_by"] = {"id": move_id, "from": came_from}
+    return {"serving": record}
+
+
+def test_rollback_undoes_only_the_last_move_of_an_upgrade_that_stopped():
+    """Upgrade A->B moved all three hosts (run 1); upgrade B->A moved host 1 and stopped at host 2
+    (run 2). Only host 1 rolls back, and only when rollback.yml is given A: given B, hosts 2 and 3
+    (never moved by run 2) would go back a version, so it is refused, naming the move."""
+    states = {"h1": serving(A, "20261207T060500Z-2", B), "h2": serving(B, "20261207T060000Z-1", A),
+              "h3": serving(B, "20261207T060000Z-1", A)}
+    move = rollout.last_version_move(states, A)
+    assert move == dict(id="20261207T060500Z-2", to=A, hosts=["h1"], ok=True, msg="")
+    refused = rollout.last_version_move(states, B)
+    assert not refused["ok"] and refused["hosts"] == ["h1"]
+    assert "20261207T060500Z-2" in refused["msg"] and "put h1 on vllm-0.31.0-aaaaaaaaaaaa" in refused["msg"]
+    assert "given a serving spec whose venv is vllm-0.32.0-bbbbbbbbbbbb" in refused["msg"]
+
+
+def test_a_rollback_is_a_move_the_next_rollback_undoes():
+    """rollback.yml records its own move: after it, the last move is the rollback's (back to B on
+    host 1), so a second rollback needs B and rolls host 1 forward to A again."""
+    states = {"h1": serving(B, "20261207T061000Z-3", A), "h2": serving(B, "20261207T060000Z-1", A)}
+    assert rollout.last_version_move(states, B)["hosts"] == ["h1"]
+    assert not rollout.last_version_move(states, A)["ok"]
+
+
+def test_hosts_without_recorded_moves_keep_the_old_rule():
+    """State files from before moves had ids (or a fleet that never moved): no move is known, so
+    every host on the target may roll back, as before."""
+    states = {"h1": serving(A), "h2": {}, "h3": {"serving": {}}}
+    assert rollout.last_version_move(states, A) == dict(id=None, to=None, hosts=[], ok=True, msg="")
+
+
+def test_one_move_recorded_on_two_venvs_is_named():
+    """One run moves every host to one venv: a move id recorded with two venvs is a damaged state file."""
+    with pytest.raises(ValueError, match="move r2 recorded different venvs"):
+        rollout.last_version_move({"h1": serving(A, "r2", B), "h2": serving(B, "r2", A)}, A)
