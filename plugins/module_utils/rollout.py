@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 
 
 def read_state(path):
@@ -59,11 +60,51 @@ def write_state(path, state):
     return True
 
 
-def merge(state, update):
-    """A new state: update's keys replace state's (one level deep)."""
+def merge(state, update, now=None):
+    """A new state: update's keys replace state's (one level deep). A drain that begins records
+    ``drained_since`` (epoch seconds, now); an undrain removes it."""
     out = dict(state)
     out.update(update or {})
+    if out.get("drained") and not state.get("drained"):
+        out["drained_since"] = float(now if now is not None else time.time())
+    elif not out.get("drained"):
+        out.pop("drained_since", None)
     return out
+
+
+def drain_metrics(state):
+    """Prometheus text (node_exporter's textfile collector format) of whether the host is drained and
+    since when, for the alert that pages when a host stays drained and the one that keeps a planned,
+    drained restart from paging."""
+    lines = ["# HELP llmops_host_drained 1 while a rollout or tune holds this host drained (out of its gateways), else 0.",
+             "# TYPE llmops_host_drained gauge",
+             "llmops_host_drained %d" % (1 if state.get("drained") else 0)]
+    if state.get("drained") and state.get("drained_since") is not None:
+        lines += ["# HELP llmops_host_drained_since_timestamp_seconds When the host was drained (epoch seconds; only while it is).",
+                  "# TYPE llmops_host_drained_since_timestamp_seconds gauge",
+                  "llmops_host_drained_since_timestamp_seconds %.3f" % float(state["drained_since"])]
+    return "\n".join(lines) + "\n"
+
+
+def write_text(path, text, mode=0o644):
+    """Write text to path through a temporary file and a rename; True if it changed."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return False
+    except (IOError, OSError):
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=".llmops-", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
 
 
 def link_target(path):

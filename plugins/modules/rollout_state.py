@@ -17,7 +17,10 @@ description:
     drained), the venv the current link points at, the build the served model link points at, the
     digest of the chat template the engine is given, and which engine unit is active.
   - With O(update), merges those keys into the state file, written through a temporary file and a
-    rename (mode 0600, folder 0700).
+    rename (mode 0600, folder 0700). A drain that begins records C(drained_since); an undrain removes it.
+  - With O(metrics_file), whose folder exists (node_exporter's textfile collector folder), writes
+    C(llmops_host_drained) and, while drained, C(llmops_host_drained_since_timestamp_seconds) there,
+    for the alerts on a host left drained and the one that keeps a drained restart from paging.
 author:
   - llmops.serving maintainers (@llmops)
 options:
@@ -44,8 +47,13 @@ options:
   update:
     description: Keys to write into the state file (C(serving), C(previous), C(drained)).
     type: dict
+  metrics_file:
+    description:
+      - Prometheus text file of the host's drain state, written when its folder exists (nothing
+        otherwise). It is telemetry, not configuration, so writing it never reports a change.
+    type: path
 notes:
-  - In check mode an O(update) is predicted, not written.
+  - In check mode an O(update) is predicted, not written, and no metrics file is written.
 attributes:
   check_mode:
     description: Reads; an update is reported as it would be written.
@@ -97,7 +105,13 @@ running_engine:
   description: The engine whose unit is active (empty when none is).
   returned: always
   type: str
+metrics_written:
+  description: Whether O(metrics_file) was written now (false when it held the same, or its folder is missing).
+  returned: always
+  type: bool
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import rollout
@@ -112,6 +126,7 @@ def main():
             chat_template=dict(type="path", required=True),
             units=dict(type="dict", required=True),
             update=dict(type="dict"),
+            metrics_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -136,7 +151,11 @@ def main():
         if changed and not module.check_mode:
             rollout.write_state(p["path"], new)
         seen["state"] = new
-    module.exit_json(changed=changed, **seen)
+    written = False
+    metrics = p["metrics_file"]
+    if metrics and os.path.isdir(os.path.dirname(metrics)) and not module.check_mode:
+        written = rollout.write_text(metrics, rollout.drain_metrics(seen["state"]))
+    module.exit_json(changed=changed, metrics_written=written, **seen)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ ROLE = os.path.join(REPO, "roles", "monitoring")
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "metrics")
 ENGINE_METRIC = re.compile(r"\b(?:vllm|sglang):[A-Za-z0-9_:]+")
 DCGM_METRIC = re.compile(r"\bDCGM_FI_[A-Z0-9_]+")
+# node_exporter's own names and the llmops_ text files its textfile collector exports
+NODE_METRIC = re.compile(r"\b(?:node|llmops)_[a-z0-9_]+")
 
 
 def _load(*parts):
@@ -106,11 +108,12 @@ def render_prometheus(engine, version, **overrides):
 
 
 def referenced_metrics(rules_text):
-    """Engine and DCGM metric names the rules' expressions use."""
+    """Engine, DCGM and node_exporter metric names the rules' expressions use."""
     names = set()
     for group in yaml.safe_load(rules_text)["groups"]:
         for rule in group["rules"]:
-            names |= set(ENGINE_METRIC.findall(rule["expr"])) | set(DCGM_METRIC.findall(rule["expr"]))
+            names |= (set(ENGINE_METRIC.findall(rule["expr"])) | set(DCGM_METRIC.findall(rule["expr"]))
+                      | set(NODE_METRIC.findall(rule["expr"])))
     return names
 
 

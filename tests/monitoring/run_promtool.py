@@ -100,7 +100,7 @@ def exported_names(engine, version):
 def main():
     tool = promtool()
     failures = 0
-    dcgm = render_rules.fixture_names("dcgm-exporter")
+    dcgm = render_rules.fixture_names("dcgm-exporter") | render_rules.fixture_names("node-exporter")
     for name in sorted(os.listdir(os.path.join(HERE, "rules"))):
         match = re.match(r"^(vllm|sglang)-(\d+(?:\.\d+)*)\.test\.yml$", name)
         if not match:

@@ -38,7 +38,8 @@ def _rules(text):
 
 @pytest.mark.parametrize("engine, version", rr.fixtures())
 def test_rules_use_only_metrics_the_engine_exports(engine, version):
-    exported = rr.fixture_names("%s-%s" % (engine, version)) | rr.fixture_names("dcgm-exporter")
+    exported = (rr.fixture_names("%s-%s" % (engine, version)) | rr.fixture_names("dcgm-exporter")
+                | rr.fixture_names("node-exporter"))
     used = rr.referenced_metrics(rr.render(engine, version))
     assert used, "no metric found in the rules"
     missing = sorted(used - exported)
@@ -91,7 +92,7 @@ def test_vllm_thresholds_render_from_the_spec():
         "sum by (instance) (increase(vllm:num_preemptions_total[5m])) > 0"
     assert set(rules) == {"LLMEngineDown", "LLMKVCachePressure", "LLMKVCachePreempting", "LLMQueueWaitHigh",
                           "LLMTTFTP99OverSLO", "LLME2ELatencyP99OverSLO", "LLMErrorRateHigh", "GPUXidCritical",
-                          "GPUXidApplication"}
+                          "GPUXidApplication", "LLMHostDiskLow", "LLMHostDrainedLong"}
 
 
 def test_sglang_rules_use_the_token_usage():
@@ -161,9 +162,11 @@ def test_engine_down_also_fires_without_the_series(engine):
     rules = _rules(rr.render(engine, "0.32.0" if engine == "vllm" else "0.5.23", serving_listen="127.0.0.1:8100",
                              monitoring_engine_down_for="1m"))
     down = rules["LLMEngineDown"]
-    assert down["expr"].startswith('up{job="llmops-engine"} == 0 or absent(')
+    assert down["expr"].startswith('(up{job="llmops-engine"} == 0 or absent(')
     # absent() keeps the equality matchers: the labels a failed scrape of this host's engine carries
-    assert down["expr"].endswith('absent(up{job="llmops-engine", instance="127.0.0.1:8100", serving_engine="%s"})' % engine)
+    assert 'absent(up{job="llmops-engine", instance="127.0.0.1:8100", serving_engine="%s"}))' % engine in down["expr"]
+    # a planned restart (its host drained by the rollout role) pages no one
+    assert down["expr"].endswith(") unless on () (llmops_host_drained == 1)")
     assert down["for"] == "1m"
 
 

@@ -91,10 +91,10 @@ def test_the_module_documents_what_it_returns():
     import yaml
     from ansible_collections.llmops.serving.plugins.modules import rollout_state
     returns = yaml.safe_load(rollout_state.RETURN)
-    seen_keys = {"state", "current", "model_build", "chat_template_sha256", "running_engine"}
+    seen_keys = {"state", "current", "model_build", "chat_template_sha256", "running_engine", "metrics_written"}
     assert set(returns) == seen_keys
     doc = yaml.safe_load(rollout_state.DOCUMENTATION)
-    assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update"}
+    assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update", "metrics_file"}
     json.dumps(yaml.safe_load(rollout_state.EXAMPLES))
 
 
@@ -142,3 +142,23 @@ def test_one_move_recorded_on_two_venvs_is_named():
     """One run moves every host to one venv: a move id recorded with two venvs is a damaged state file."""
     with pytest.raises(ValueError, match="move r2 recorded different venvs"):
         rollout.last_version_move({"h1": serving(A, "r2", B), "h2": serving(B, "r2", A)}, A)
+
+
+# ---------------------------------------------------------------------------- drain state for Prometheus
+def test_a_drain_records_when_it_began_and_an_undrain_forgets_it():
+    drained = rollout.merge({"serving": {"venv": A}}, {"drained": True}, now=1000)
+    assert drained["drained_since"] == 1000.0
+    assert rollout.merge(drained, {"drained": True}, now=5000)["drained_since"] == 1000.0  # still the first drain
+    assert "drained_since" not in rollout.merge(drained, {"drained": False}, now=6000)
+    assert "drained_since" not in rollout.merge({}, {"serving": {"venv": A}}, now=1)
+
+
+def test_drain_metrics_say_drained_and_since_only_while_drained(tmp_path):
+    text = rollout.drain_metrics(rollout.merge({}, {"drained": True}, now=1765090000))
+    samples = [line for line in text.splitlines() if not line.startswith("#")]
+    assert samples == ["llmops_host_drained 1", "llmops_host_drained_since_timestamp_seconds 1765090000.000"]
+    assert rollout.drain_metrics({"drained": False}).splitlines()[-1] == "llmops_host_drained 0"
+    assert "since" not in rollout.drain_metrics({})
+    path = str(tmp_path / "llmops-rollout.prom")
+    assert rollout.write_text(path, text) and not rollout.write_text(path, text)
+    assert open(path).read() == text and oct(os.stat(path).st_mode & 0o777) == "0o644"
