@@ -196,16 +196,17 @@ def _epoch(stamp):
     return whole + float(match.group(7) or 0)
 
 
-def _firing_engine_down(lines, since):
-    """The first notification in `lines` (one webhook POST body each) with LLMEngineDown firing since `since`."""
+def _firing(lines, alertname, since=None):
+    """The first notification in `lines` (one webhook POST body each) with alertname firing (since
+    `since`, when given)."""
     for line in lines:
         try:
             body = json.loads(line)
         except ValueError:
             continue
         for alert in body.get("alerts", []):
-            if (alert.get("status") == "firing" and alert.get("labels", {}).get("alertname") == "LLMEngineDown"
-                    and _epoch(alert["startsAt"]) >= since - 1):
+            if (alert.get("status") == "firing" and alert.get("labels", {}).get("alertname") == alertname
+                    and (since is None or _epoch(alert["startsAt"]) >= since - 1)):
                 return body
     return None
 
@@ -223,7 +224,7 @@ def test_an_engine_exit_reaches_the_webhook_and_the_unit_restarts_itself(host):
     host.run("systemctl stop %s; systemctl reset-failed %s" % (HOOK_UNIT, HOOK_UNIT))
     host.check_output("printf '%%s' %s > %s && rm -f %s" % (shlex.quote(HOOK_CODE), HOOK_SCRIPT, HOOK_LOG))
     host.check_output("systemd-run --unit %s /usr/bin/python3 %s %s %d" % (HOOK_UNIT, HOOK_SCRIPT, HOOK_LOG, HOOK_PORT))
-    delivered, waited, stopped, restarts = None, None, False, 0
+    delivered, watchdog, waited, stopped, restarts = None, None, None, False, 0
     try:
         listening = host.run("for i in $(seq 100); do ss -Hltn 'sport = :%d' | grep -q . && exit 0; sleep 0.1; done; "
                              "exit 1" % HOOK_PORT)
@@ -234,9 +235,9 @@ def test_an_engine_exit_reaches_the_webhook_and_the_unit_restarts_itself(host):
         host.check_output("systemctl kill --kill-whom=main --signal=SIGTERM %s" % unit)
         while True:
             lines = host.run("cat %s 2>/dev/null" % HOOK_LOG).stdout.splitlines()
-            delivered = _firing_engine_down(lines, since)
+            delivered, watchdog = _firing(lines, "LLMEngineDown", since), _firing(lines, "LLMWatchdog")
             waited = float(host.check_output("date +%s.%N")) - since
-            if delivered or waited > DELIVERY_TIMEOUT:
+            if (delivered and watchdog) or waited > DELIVERY_TIMEOUT:
                 break
             time.sleep(2)
     finally:
@@ -261,5 +262,7 @@ def test_an_engine_exit_reaches_the_webhook_and_the_unit_restarts_itself(host):
     assert delivered["receiver"] == "llmops" and delivered["status"] == "firing", delivered
     down = [a for a in delivered["alerts"] if a["labels"]["alertname"] == "LLMEngineDown"]
     assert down[0]["labels"]["job"] == "llmops-engine" and down[0]["labels"]["severity"] == "critical", down
+    # the always-firing watchdog reached the same receiver: the alert path a dead man's switch watches
+    assert watchdog and watchdog["receiver"] == "llmops", "no LLMWatchdog at the webhook: %s" % lines[-3:]
     assert healthy == "200", "%s did not answer /health with 200 within %d s of its start (last: %r)" % (
         unit, ENGINE_START_TIMEOUT, healthy)
