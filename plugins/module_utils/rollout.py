@@ -35,29 +35,10 @@ def read_state(path):
 
 def write_state(path, state):
     """Write state through a temporary file and a rename (mode 0600, folder 0700); True if it changed."""
-    text = json.dumps(state, indent=2, sort_keys=True) + "\n"
-    try:
-        with open(path) as f:
-            if f.read() == text:
-                return False
-    except (IOError, OSError):
-        pass
     folder = os.path.dirname(path)
     if not os.path.isdir(folder):
         os.makedirs(folder, 0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".state-", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, path)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
+    return write_text(path, json.dumps(state, indent=2, sort_keys=True) + "\n", mode=0o600, sync=True)
 
 
 def merge(state, update, now=None):
@@ -86,8 +67,9 @@ def drain_metrics(state):
     return "\n".join(lines) + "\n"
 
 
-def write_text(path, text, mode=0o644):
-    """Write text to path through a temporary file and a rename; True if it changed."""
+def write_text(path, text, mode=0o644, sync=False):
+    """Write text to path through a temporary file and a rename (flushed to disk first with sync);
+    True if it changed."""
     try:
         with open(path) as f:
             if f.read() == text:
@@ -98,6 +80,9 @@ def write_text(path, text, mode=0o644):
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.rename(tmp, path)
     except Exception:
