@@ -274,6 +274,18 @@ REGISTRY = {
             ("non_torch_gib", r"GiB for peak activation, {N} GiB for non-torch memory"),
             ("cuda_graph_gib", r"non-torch memory, and {N} GiB for CUDAGraph memory"),
         ],
+        # What the engine logs it runs with at each start (api_utils.py: the arguments that differ
+        # from its defaults), the parts of it that change from one start to the next without a
+        # change of configuration, and its memory fraction when it differs from the default.
+        "args_log": {
+            "line": r"non-default args: (\{.*\})\s*$",
+            "volatile": [],
+            "memory_fraction": r"'gpu_memory_utilization': ([0-9.]+)",
+            # the fraction a start runs when the line has none (CacheConfig.gpu_memory_utilization):
+            # 0.92 in 0.26.0 (measured on an H200, bench/gpu) and 0.32.0 (the cpu lock's wheel);
+            # versions before 0.26.0 are not recorded here, so their default is not checked
+            "memory_fraction_default": [("0.26.0", 0.92)],
+        },
     },
     "sglang": {
         "label": "SGLang",
@@ -370,6 +382,13 @@ REGISTRY = {
             ("v_size_gib", r"KV Cache is allocated\..*?V size: {N} ?GB"),
             ("max_total_num_tokens", r"max_total_num_tokens={N}"),
         ],
+        # server_args.py logs every argument at start, its derived values included (the memory
+        # fraction it chose); the random seed is drawn anew at each start unless given.
+        "args_log": {
+            "line": r"server_args=(ServerArgs\(.*\))\s*$",
+            "volatile": [r"random_seed=\d+"],
+            "memory_fraction": r"mem_fraction_static=([0-9.]+)",
+        },
     },
 }
 

@@ -56,6 +56,56 @@ def parse_engine_log(engine, text):
     return found
 
 
+def logged_engine_args(engine, text):
+    """The arguments the engine logged at its last start in text (the engine registry's "args_log"
+    line), with the parts that change between starts of one configuration masked; None without
+    such a line (another engine, or a log that does not reach back to the start)."""
+    spec = REGISTRY.get(engine, {}).get("args_log")
+    if not spec:
+        return None
+    line, found = re.compile(spec["line"]), None
+    for row in (text or "").splitlines():
+        match = line.search(row)
+        if match:
+            found = match.group(1)
+    for volatile in spec["volatile"] if found is not None else ():
+        found = re.sub(volatile, lambda match: match.group(0).split("=", 1)[0] + "=<varies>", found)
+    return found
+
+
+def logged_memory_fraction(engine, version, args):
+    """The GPU memory fraction a start ran with: the one its logged arguments name, else the engine
+    version's default where the registry records it; None when unknown."""
+    spec = REGISTRY.get(engine, {}).get("args_log") or {}
+    if args is None or not spec.get("memory_fraction"):
+        return None
+    match = re.search(spec["memory_fraction"], args)
+    if match:
+        return float(match.group(1))
+    default = None
+    for first, value in spec.get("memory_fraction_default", ()):
+        if version and _version(version) >= _version(first):
+            default = value
+    return default
+
+
+def _version(text):
+    return tuple(int(part) for part in re.findall(r"\d+", str(text))[:3])
+
+
+def check_memory_fraction(engine, version, args, plan):
+    """A problem line when the engine runs another memory fraction than the plan it is checked
+    against (its KV figures are then another engine's), else None."""
+    planned = (plan or {}).get("gpu_memory_fraction")
+    ran = logged_memory_fraction(engine, version, args)
+    if planned is None or ran is None or abs(float(planned) - ran) < 0.0005:
+        return None
+    return ("memory: the engine runs with memory fraction %s (its logged arguments%s) and the plan is for %s: its KV "
+            "figures are not the plan's. Serve the planned fraction (serving_gpu_memory_fraction), or plan for the "
+            "engine's" % (ran, "" if re.search((REGISTRY[engine]["args_log"]["memory_fraction"]), args)
+                          else ", which name none: its default", planned))
+
+
 def _deviation(logged, planned):
     if not planned:
         return None

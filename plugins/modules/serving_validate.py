@@ -13,7 +13,9 @@ short_description: Check a deployed engine host against its plan, its GPUs' heal
 description:
   - Reads the memory figures the engine logged at its last start (model weights, available KV cache
     memory, KV cache tokens; vLLM and SGLang wordings) from the unit's journal (that start only) or
-    from a log file, and compares them with what they should be, with a tolerance.
+    from a log file, and compares them with what they should be, with a tolerance. The memory
+    fraction the engine logged it runs with (or its version's default) must be the plan's, as another
+    fraction makes other KV figures, and fails the memory check.
   - On a GPU stack the expected figures are the plan of M(llmops.serving.serving_plan). On a CPU stack
     they are the stack's own caps (vLLM's C(VLLM_CPU_KVCACHE_SPACE), SGLang's C(--max-total-tokens)).
   - With I(gpu), reads GPU health from C(nvidia-smi -q -x) (NVML's figures). It reports
@@ -24,7 +26,10 @@ description:
     for the same configuration (I(baseline_context)). A new engine version of the same engine,
     model, GPUs and load is compared with the baseline the version before it recorded, and replaces
     it only when it is no regression. Where none is stored (or the configuration otherwise changed),
-    the run becomes the baseline. That file is the module's only write.
+    the run becomes the baseline. That file is the module's only write. An engine given by its log
+    file (no unit of the collection's describes it) adds the digest of the arguments it logged at
+    its start to I(baseline_context), so that an engine with other flags is not held to another's
+    baseline.
 version_added: 0.1.0
 author: llmops.serving maintainers (@llmops)
 options:
@@ -177,7 +182,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 memory:
-  description: The logged figures, what they were expected to be and each comparison; C(skipped) says why not.
+  description:
+    - The logged figures, what they were expected to be and each comparison; C(skipped) says why not.
+    - C(memory_fraction) is the fraction the engine runs with (its logged arguments, or its version's
+      default), when the log has its arguments.
   returned: always
   type: dict
   sample:
@@ -187,6 +195,7 @@ memory:
     tolerance_pct: 5.0
     checks:
       - {figure: kv_tokens, logged: 257840, expected: 257824, deviation_pct: 0.006, ok: true}
+    memory_fraction: 0.9
 gpu:
   description: Per-GPU health and the kernel log's XID findings; C(skipped) says why not.
   returned: always
@@ -230,6 +239,7 @@ summary:
   elements: str
 """
 
+import hashlib
 import json
 import os
 import re
@@ -275,9 +285,8 @@ def run_bounded(module, argv):
     return rc, out, v.timed_out_msg(argv, rc, seconds) or err
 
 
-def check_memory(module):
+def check_memory(module, text, source):
     params = module.params
-    text, source = read_log(module)
     if text is None:
         # a log file the user named and that cannot be read is a wrong path, not a missing figure
         problems = ["memory: %s (validate_engine_log_file: give the engine's log file, readable here)" % source] \
@@ -396,7 +405,7 @@ def load_baseline(path):
         return None
 
 
-def check_benchmark(module):
+def check_benchmark(module, context):
     params = module.params
     if not params["benchmark_result"]:
         return {"skipped": "no benchmark run"}, [], False
@@ -409,7 +418,7 @@ def check_benchmark(module):
                                                    % (params["benchmark_result"], exc)], False
     figures = v.best_bench_figures(summaries)
     samples = [summary.get("error_samples") or [] for summary in summaries]
-    key = v.baseline_key(params["baseline_context"])
+    key = v.baseline_key(context)
     result = {"figures": figures, "requests": figures["requests"], "errors": figures["errors"],
               "regression_pct": params["regression_pct"], "baseline_key": key}
     problems = []
@@ -421,7 +430,7 @@ def check_benchmark(module):
     # an upgrade is held to the version before it, and its run replaces that baseline only when it
     # is no regression
     upgraded = (stored is not None and not same
-                and v.previous_version_baseline(stored.get("context"), params["baseline_context"]))
+                and v.previous_version_baseline(stored.get("context"), context))
     mode = params["record_baseline"]
     if (same or upgraded) and mode != "always":
         result["baseline_date"] = stored.get("recorded_at")
@@ -447,7 +456,7 @@ def check_benchmark(module):
         "the configuration changed") if stored else "recorded"
     result["recorded"] = "%s at %s" % (why, params["baseline_path"])
     if not module.check_mode:
-        write_baseline(params["baseline_path"], {"key": key, "context": params["baseline_context"],
+        write_baseline(params["baseline_path"], {"key": key, "context": context,
                                                  "figures": figures,
                                                  "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return result, problems, True
@@ -505,10 +514,24 @@ def main():
     if module.params["regression_floor_tokens_per_s"] < 0:
         module.fail_json(msg="regression_floor_tokens_per_s must be 0 or more, got %s"
                          % module.params["regression_floor_tokens_per_s"])
-    memory, memory_problems, memory_notices = check_memory(module)
+    params = module.params
+    text, source = read_log(module)
+    memory, memory_problems, memory_notices = check_memory(module, text, source)
+    # What the engine logged it runs with: its memory fraction against the plan's, and for an engine
+    # given by its log file (no unit of ours describes it) part of what its baseline is valid for.
+    args = v.logged_engine_args(params["engine"], text) if text is not None else None
+    context = dict(params["baseline_context"])
+    version = context.get("version")
+    fraction = v.check_memory_fraction(params["engine"], version, args, params["plan"])
+    if fraction:
+        memory_problems.append(fraction)
+    if args is not None:
+        memory["memory_fraction"] = v.logged_memory_fraction(params["engine"], version, args)
+        if params["log_file"]:
+            context["logged_args_sha1"] = hashlib.sha1(args.encode("utf-8")).hexdigest()[:16]
     gpu, gpu_problems, gpu_notices = check_gpu(module)
     notices = memory_notices + gpu_notices
-    benchmark, bench_problems, changed = check_benchmark(module)
+    benchmark, bench_problems, changed = check_benchmark(module, context)
     result = {"memory": memory, "gpu": gpu, "benchmark": benchmark}
     problems = memory_problems + gpu_problems + bench_problems
     summary = v.summary_lines(result)

