@@ -59,10 +59,15 @@ least_free_gb() { sort -n "$1" | head -n 1 | tr -d ' '; }
 # It runs at the lowest CPU priority, and at idle disk priority where the I/O scheduler has classes
 # (BFQ): while the offline hosts' venvs were deleted, the fleet's four containers took 144 s to
 # start instead of 17 s.
+# The networks a scenario made for its hosts beside Molecule's (llmops-NAME-*SUFFIX: the offline
+# scenario's cluster network) go with them: Molecule's destroy removes only the containers.
 teardowns=()
 teardown() {
-  ionice -c 3 nice -n 19 "$molecule" destroy -s "$1" > "$log_dir/$1.destroy.log" 2>&1 &
+  { ionice -c 3 nice -n 19 "$molecule" destroy -s "$1" && remove_networks "$1"; } > "$log_dir/$1.destroy.log" 2>&1 &
   teardowns+=("$!:$1")
+}
+remove_networks() {
+  podman network ls --format '{{.Name}}' | grep -x "llmops-$1-.*${LLMOPS_HOST_SUFFIX:-}" | xargs -r podman network rm -f
 }
 wait_teardowns() {
   local t
