@@ -283,8 +283,8 @@ REGISTRY = {
             "memory_fraction": r"'gpu_memory_utilization': ([0-9.]+)",
             # the fraction a start runs when the line has none (CacheConfig.gpu_memory_utilization):
             # 0.92 in 0.26.0 (measured on an H200, bench/gpu) and 0.32.0 (the cpu lock's wheel);
-            # versions before 0.26.0 are not recorded here, so their default is not checked
-            "memory_fraction_default": [("0.26.0", 0.92)],
+            # versions before 0.26.0 are not recorded here (None), so their default is not checked
+            "memory_fraction_default": [("0.0.0", None), ("0.26.0", 0.92)],
         },
     },
     "sglang": {

@@ -13,7 +13,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.llmops.serving.plugins.module_utils.engines import REGISTRY
+from ansible_collections.llmops.serving.plugins.module_utils.engines import REGISTRY, pick
 
 GIB = float(1 << 30)
 
@@ -74,36 +74,27 @@ def logged_engine_args(engine, text):
 
 
 def logged_memory_fraction(engine, version, args):
-    """The GPU memory fraction a start ran with: the one its logged arguments name, else the engine
-    version's default where the registry records it; None when unknown."""
+    """(fraction, named) of a start: the GPU memory fraction its logged arguments name (named), else
+    the engine version's default where the registry records it; (None, False) when unknown."""
     spec = REGISTRY.get(engine, {}).get("args_log") or {}
     if args is None or not spec.get("memory_fraction"):
-        return None
+        return None, False
     match = re.search(spec["memory_fraction"], args)
     if match:
-        return float(match.group(1))
-    default = None
-    for first, value in spec.get("memory_fraction_default", ()):
-        if version and _version(version) >= _version(first):
-            default = value
-    return default
+        return float(match.group(1)), True
+    return (pick(spec["memory_fraction_default"], version) if spec.get("memory_fraction_default") else None), False
 
 
-def _version(text):
-    return tuple(int(part) for part in re.findall(r"\d+", str(text))[:3])
-
-
-def check_memory_fraction(engine, version, args, plan):
+def check_memory_fraction(fraction, named, plan):
     """A problem line when the engine runs another memory fraction than the plan it is checked
-    against (its KV figures are then another engine's), else None."""
+    against (its KV figures are then another engine's), else None. fraction, named: as
+    logged_memory_fraction gives them."""
     planned = (plan or {}).get("gpu_memory_fraction")
-    ran = logged_memory_fraction(engine, version, args)
-    if planned is None or ran is None or abs(float(planned) - ran) < 0.0005:
+    if planned is None or fraction is None or abs(float(planned) - fraction) < 0.0005:
         return None
     return ("memory: the engine runs with memory fraction %s (its logged arguments%s) and the plan is for %s: its KV "
             "figures are not the plan's. Serve the planned fraction (serving_gpu_memory_fraction), or plan for the "
-            "engine's" % (ran, "" if re.search((REGISTRY[engine]["args_log"]["memory_fraction"]), args)
-                          else ", which name none: its default", planned))
+            "engine's" % (fraction, "" if named else ", which name none: its default", planned))
 
 
 def _deviation(logged, planned):

