@@ -48,11 +48,31 @@ converge() {
   "$molecule" converge -s "$2"
 }
 
-# least_free_gb FILE: the least free disk (GB) that sample_disk wrote to FILE
+# least_free FILE: the least free disk (GB) and available memory (GiB) that sample_free wrote to FILE
 # The test hosts' venvs (about 3 GB each, one per host and engine version) live on the disk of
-# LLMOPS_CACHE's file system: each entry's line says how close it came to filling it.
-sample_disk() { while :; do df --output=avail -B1G "${LLMOPS_CACHE:-.}" | tail -n 1; sleep 10; done > "$1" 2>/dev/null; }
-least_free_gb() { sort -n "$1" | head -n 1 | tr -d ' '; }
+# LLMOPS_CACHE's file system, and each engine on the CPU holds GBs of memory while both lanes run:
+# each entry's line says how close it came to running out of either.
+sample_free() {
+  while :; do
+    printf '%s %s\n' "$(df --output=avail -B1G "${LLMOPS_CACHE:-.}" | tail -n 1 | tr -d ' ')" \
+      "$(awk '/^MemAvailable:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)"
+    sleep 10
+  done > "$1" 2>/dev/null
+}
+least_free() {
+  printf 'least free disk: %s GB, least available memory: %s GiB' \
+    "$(sort -n -k1,1 "$1" | head -n 1 | cut -d' ' -f1)" "$(sort -g -k2,2 "$1" | head -n 1 | cut -d' ' -f2)"
+}
+
+# machine_state: what a failed entry may have run out of, for a log read after the machine is gone:
+# memory, the disk of LLMOPS_CACHE, and the processes the kernel killed for memory.
+machine_state() {
+  echo "== machine state after the failure:"
+  free -m | sed 's/^/   /'
+  df -h "${LLMOPS_CACHE:-.}" | sed 's/^/   /'
+  { dmesg 2>/dev/null || journalctl -k --no-pager -q 2>/dev/null; } \
+    | grep -iE 'out of memory|oom-kill|killed process' | tail -n 10 | sed 's/^/   kernel: /'
+}
 
 # teardown NAME: molecule destroy -s NAME in the background, its output in LOG_DIR/NAME.destroy.log.
 # A lane waits for its own teardowns at its end (wait_teardowns); a failed one is named there.
@@ -104,6 +124,7 @@ run_beside() {
     else
       PYTEST_ADDOPTS=$(junit_of "$name") scenario_test "$name" > "$log_dir/$name.log" 2>&1 || rc=$?
     fi
+    [[ $rc -eq 0 ]] || machine_state >> "$log_dir/$name.log"
     echo "$name $rc $(( $(date +%s) - start ))" >> "$log_dir/beside.done"
   done
   wait_teardowns
@@ -147,7 +168,7 @@ for i in "${!entries[@]}"; do
     continue
   fi
   rc=0
-  sample_disk "$log_dir/disk.samples" &
+  sample_free "$log_dir/free.samples" &
   sampler=$!
   PYTEST_ADDOPTS=$(junit_of "$entry")
   export PYTEST_ADDOPTS
@@ -179,9 +200,10 @@ for i in "${!entries[@]}"; do
   if [[ $rc -ne 0 ]]; then
     failed+=("$entry")
     broken=$name
+    machine_state
   fi
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-  echo "== scenario $entry: $(( $(date +%s) - start )) s (least free disk: $(least_free_gb "$log_dir/disk.samples") GB)"
+  echo "== scenario $entry: $(( $(date +%s) - start )) s ($(least_free "$log_dir/free.samples"))"
 done
 
 wait_teardowns
@@ -193,5 +215,6 @@ fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "== failed scenarios: ${failed[*]}"
+  machine_state
   exit 1
 fi

@@ -121,9 +121,13 @@ def _site(*args, inventory=(), **variables):
     res = subprocess.run(["ansible-playbook"] + [a for s in sources for a in ("-i", s)] +
                          [os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"),
                           "-e", json.dumps(extra)] + list(args),
-                         capture_output=True, text=True, timeout=1500, check=False,
-                         env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
-    return res.returncode, res.stdout + res.stderr
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1500,
+                         check=False, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0"))
+    # one stream in the order written, so that a failure's tail ends with the task that failed
+    out = res.stdout
+    if res.returncode < 0:
+        out += "\nansible-playbook was killed by signal %d (the kernel's memory killer sends 9)" % -res.returncode
+    return res.returncode, out
 
 
 def _model():
