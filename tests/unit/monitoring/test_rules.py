@@ -92,7 +92,8 @@ def test_vllm_thresholds_render_from_the_spec():
         "sum by (instance) (increase(vllm:num_preemptions_total[5m])) > 0"
     assert set(rules) == {"LLMEngineDown", "LLMKVCachePressure", "LLMKVCachePreempting", "LLMQueueWaitHigh",
                           "LLMTTFTP99OverSLO", "LLME2ELatencyP99OverSLO", "LLMErrorRateHigh", "GPUXidCritical",
-                          "GPUXidApplication", "LLMHostDiskLow", "LLMHostDrainedLong", "LLMWatchdog"}
+                          "GPUXidApplication", "LLMHostDiskLow", "LLMHostDrainedLong", "LLMGatewayCertificateExpiring",
+                          "LLMWatchdog"}
 
 
 def test_sglang_rules_use_the_token_usage():

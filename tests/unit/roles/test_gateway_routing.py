@@ -47,7 +47,7 @@ console.log(JSON.stringify(out));
 """
 
 
-def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least_conn"):
+def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least_conn", gateway_vars=None):
     """(rc, output) of the play; the rendered upstream.conf and gateway.mjs land in tmp_path."""
     hosts = dict((name, dict(vars_)) for name, vars_ in (engines or ENGINES).items())
     inventory = {"all": {
@@ -62,7 +62,7 @@ def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least
             "llm_servers": {"hosts": hosts, "vars": group_vars or {}}}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     templates = os.path.join(REPO, "roles", "gateway", "templates")
-    play_vars = {"gateway_config_dir": "/etc/nginx/llmops", "gateway_balance": balance}
+    play_vars = dict({"gateway_config_dir": "/etc/nginx/llmops", "gateway_balance": balance}, **(gateway_vars or {}))
     play = [{"hosts": "gw", "gather_facts": False, "vars": play_vars, "tasks": [
         {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "validate.yml"}},
         {"ansible.builtin.template": {"src": os.path.join(templates, "upstream.conf.j2"),
@@ -153,6 +153,13 @@ def test_a_pool_without_priority_scheduling_passes_bodies_unchanged(tmp_path):
 def test_routing_the_gateway_cannot_do_is_refused(tmp_path, engines, clients, group_vars, words):
     rc, out = render(tmp_path, engines=engines, clients=clients, group_vars=group_vars)
     assert rc != 0 and words in out, out[-3000:]
+    assert not (tmp_path / "upstream.conf").exists()
+
+
+@pytest.mark.parametrize("path", ["llmops-gateway.prom", "/var/lib/prometheus/node-exporter/llmops-gateway.txt"])
+def test_a_certificate_metrics_file_node_exporter_would_not_read_is_refused(tmp_path, path):
+    rc, out = render(tmp_path, gateway_vars={"gateway_certificate_metrics_file": path})
+    assert rc != 0 and "gateway_certificate_metrics_file must be an absolute path that ends in .prom" in out, out[-3000:]
     assert not (tmp_path / "upstream.conf").exists()
 
 
