@@ -398,6 +398,26 @@ def test_client_priority_is_the_gateways_not_the_clients(host, client, host_ip):
     assert got == dict((name, str(PRIORITIES.get(name, 0))) for name in KEYS), got
 
 
+LIVE_INCLUDES = "/etc/nginx/conf.d/llmops-gateway.conf /etc/nginx/llmops/*.conf /etc/nginx/llmops/gateway.js /etc/nginx/llmops/clients.map"
+
+
+@pytest.mark.engine_independent
+def test_includes_nginx_refuses_are_never_put_in_place(host, client, host_ip):
+    """An access log in a folder that does not exist passes the controller's checks, and nginx
+    refuses it: the run stops at the check of the staged includes, and the live includes, nginx's
+    own check of them and the serving gateway are as they were (a restart would start)."""
+    from test_rerun import playbook
+    before = host.check_output("sha256sum %s" % LIVE_INCLUDES)
+    rc, out = playbook("--tags", "gateway", extra={"gateway_access_log": "/var/log/nginx-missing/llmops.access.log"})
+    assert rc != 0 and "nginx refused the staged includes: nothing was put in place" in out, out[-3000:]
+    assert "/var/log/nginx-missing/llmops.access.log" in out, out[-3000:]
+    assert host.check_output("sha256sum %s" % LIVE_INCLUDES) == before
+    assert host.run("nginx -t -q").rc == 0
+    name = sorted(KEYS)[0]
+    status, dummy, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat("Still there?"), key=KEYS[name])
+    assert status == 200, text
+
+
 @pytest.mark.parametrize("path", ["/tokenize", "/v1/embeddings", "/v1/load_lora_adapter", "/docs", "/"])
 def test_routes_outside_the_list_are_not_found(client, host_ip, path):
     status, _, _ = gw(client, host_ip, path, key=next(iter(KEYS.values())))
