@@ -131,6 +131,10 @@ def test_an_instance_on_a_ray_cluster_gets_ray_from_the_profile(profile, engine)
     the engine lock shares with it (installed over it into the same venv)."""
     eng = PROFILES_DATA[profile]["engines"][engine]
     pins, _ = _pins(eng["lock"])
+    # the ray_cluster role turns Ray's token authentication on (RAY_AUTH_MODE=token), which Ray has from 2.52.0
+    ray = pins.get("ray") or _pins(eng.get("ray_lock", eng["lock"]))[0].get("ray")
+    assert ray and _vtuple(re.sub(r"[^0-9.].*$", "", ray)) >= (2, 52, 0), \
+        "%s/%s installs Ray %s, which has no token authentication (2.52.0 or later)" % (profile, engine, ray)
     if "ray_lock" not in eng:
         assert "ray" in pins, "%s has no Ray and %s/%s no ray_lock" % (eng["lock"], profile, engine)
         return

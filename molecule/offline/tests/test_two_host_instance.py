@@ -227,10 +227,12 @@ def test_the_instance_forms_a_ray_cluster_and_a_missing_worker_is_named():
         assert "--address=" in worker and "--head" not in worker, worker
         ray = re.search(r"path=(\S+/bin/ray)", venv).group(1)
         address = re.search(r"--node-ip-address=(\S+)", venv).group(1)
-        # ray status reads the autoscaler's view, which takes a resource report from each node: a few seconds
+        # ray status reads the autoscaler's view, which takes a resource report from each node: a few seconds.
+        # The cluster takes only callers that present its token (the nodes' account reads its file).
+        with_token = "env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/llmops/ray-auth-token"
         deadline = time.time() + 60
         while True:
-            status = rank0.run("runuser -u llmops -- %s status --address %s:6379" % (ray, address))
+            status = rank0.run("runuser -u llmops -- %s %s status --address %s:6379" % (with_token, ray, address))
             assert status.rc == 0, status.stderr[-2000:]
             active = status.stdout.split("Active:", 1)[1].split("Pending:", 1)[0]
             if len(re.findall(r"^\s*1 node_", active, re.M)) == 2 or time.time() > deadline:
@@ -238,6 +240,13 @@ def test_the_instance_forms_a_ray_cluster_and_a_missing_worker_is_named():
             time.sleep(2)
         assert len(re.findall(r"^\s*1 node_", active, re.M)) == 2, status.stdout
         print("ray status on rank 0: %s" % " ".join(active.split()))
+        # the same account and command without the token is refused by the cluster; another user of the
+        # host cannot read the token
+        refused = rank0.run("runuser -u llmops -- timeout 60 %s status --address %s:6379" % (ray, address))
+        assert refused.rc != 0 and re.search(r"auth|token", refused.stdout + refused.stderr, re.I), \
+            (refused.rc, (refused.stdout + refused.stderr)[-2000:])
+        print("ray status without the token: refused, %s" % (refused.stdout + refused.stderr).strip().splitlines()[-1][:200])
+        assert rank1.run("runuser -u nobody -- cat /etc/llmops/ray-auth-token").rc != 0
         # the units run as the engine's account, hardened
         assert rank1.check_output("systemctl show -p User --value %s" % RAY_UNIT) == "llmops"
         assert rank1.check_output("systemctl show -p ProtectSystem --value %s" % RAY_UNIT) == "strict"

@@ -27,7 +27,9 @@ pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="needs the 
 ENGINE_UNIT = os.path.join(REPO, "roles", "engine", "templates", "engine.service.j2")
 HOSTS = {"gpu-a": "10.0.0.11", "gpu-b": "10.0.0.12"}
 FACTS = ["serving_spec_ray", "serving_spec_runs_engine", "serving_spec_rank_unit", "serving_spec_unit",
-         "__ray_cluster_wait_argv", "__ray_cluster_exec", "__ray_cluster_engine_on_cluster", "__ray_cluster_gpus"]
+         "__ray_cluster_wait_argv", "__ray_cluster_exec", "__ray_cluster_engine_on_cluster", "__ray_cluster_gpus",
+         "__ray_cluster_env", "__ray_cluster_auth_token", "__ray_cluster_auth_token_id"]
+ENGINE_KEY = "9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 
 
 def render(tmp_path, **variables):
@@ -114,6 +116,33 @@ def test_cpu_hosts_form_the_cluster_but_vllm_is_not_tied_to_it(tmp_path):
     assert facts["gpu-a"]["serving_spec_ray"] and not facts["gpu-a"]["__ray_cluster_engine_on_cluster"]
     assert dropins == {"gpu-a": None, "gpu-b": None}
     assert "--num-gpus=0" in facts["gpu-a"]["__ray_cluster_exec"] and "--gpus" in facts["gpu-a"]["__ray_cluster_wait_argv"]
+
+
+def test_every_node_and_the_engine_present_one_token_that_follows_its_secret(tmp_path):
+    rc, out, facts, dropins = render(tmp_path, serving_api_key=ENGINE_KEY)
+    assert rc == 0, out[-3000:]
+    head, worker = facts["gpu-a"], facts["gpu-b"]
+    token = head["__ray_cluster_auth_token"]
+    # one token for the instance's ranks, derived from the engine's key: neither that key nor empty
+    assert token == worker["__ray_cluster_auth_token"] and len(token) == 64 and ENGINE_KEY not in token
+    for facts_of in (head, worker):
+        assert facts_of["__ray_cluster_env"]["RAY_AUTH_MODE"] == "token"
+        assert facts_of["__ray_cluster_env"]["RAY_AUTH_TOKEN_PATH"] == "/etc/llmops/ray-auth-token"
+    # the driver (vLLM on rank 0) presents it too; the drop-in names its file and digest, never the token
+    dropin = dropins["gpu-a"]
+    assert 'Environment="RAY_AUTH_MODE=token"' in dropin and 'Environment="RAY_AUTH_TOKEN_PATH=/etc/llmops/ray-auth-token"' in dropin
+    assert head["__ray_cluster_auth_token_id"] in dropin and token not in dropin
+    # another engine key (a rotation), or a token of the user's own, gives another token, and another digest
+    rotated = render(tmp_path, serving_api_key=ENGINE_KEY[::-1])[2]["gpu-a"]
+    assert rotated["__ray_cluster_auth_token"] != token and rotated["__ray_cluster_auth_token_id"] != head["__ray_cluster_auth_token_id"]
+    own = "0123456789abcdef" * 4
+    assert render(tmp_path, serving_api_key=ENGINE_KEY, ray_cluster_auth_token=own)[2]["gpu-b"]["__ray_cluster_auth_token"] == own
+
+
+def test_a_short_ray_token_is_refused_without_showing_it(tmp_path):
+    rc, out, facts, dropins = render(tmp_path, serving_api_key=ENGINE_KEY, ray_cluster_auth_token="short secret")
+    assert rc != 0 and "ray_cluster_auth_token must be at least 32 characters without whitespace" in out, out[-3000:]
+    assert "short secret" not in out and facts == {"gpu-a": None, "gpu-b": None}
 
 
 def test_a_worker_port_range_over_the_head_port_is_refused(tmp_path):
