@@ -16,10 +16,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
+import struct
 import tempfile
 import threading
 import time
@@ -416,7 +420,6 @@ def fetch_hf(repo, revision, dest_root, allow_patterns=None, endpoint=None, toke
         os.environ["HF_ENDPOINT"] = endpoint.rstrip("/")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    import fnmatch
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub import errors as hf_errors
 
@@ -539,7 +542,6 @@ def _retry(fn, retries, fatal):
 # ---------------------------------------------------------------------------- conversion (venv)
 def _safetensors_header(f, label):
     """(header dict, header length) of an open safetensors file, read without its tensor data."""
-    import struct
     head = f.read(8)
     if len(head) < 8:
         raise WeightsError("%s: truncated (no safetensors header)" % label)
@@ -708,7 +710,6 @@ def shard_size_bytes(text):
 def _lora_pattern(patterns, module, default):
     """The value of PEFT's rank_pattern/alpha_pattern for module: a key matches the module's name
     or a dotted suffix of it."""
-    import re
     for key, value in (patterns or {}).items():
         if re.match(r"(.*\.)?(%s)$" % key, module):
             return value
@@ -718,7 +719,6 @@ def _lora_pattern(patterns, module, default):
 def read_lora_adapter(adapter):
     """({module: {"A": tensor, "B": tensor, "scale": float, "fan_in_fan_out": bool}},
     {base tensor name: tensor that replaces it}) of a PEFT LoRA adapter folder."""
-    import math
     with open(os.path.join(adapter, "adapter_config.json")) as f:
         cfg = json.load(f)
     if cfg.get("use_dora"):
