@@ -418,6 +418,27 @@ def test_includes_nginx_refuses_are_never_put_in_place(host, client, host_ip):
     assert status == 200, text
 
 
+@pytest.mark.engine_independent
+def test_a_cordoned_host_leaves_the_gateway_until_the_cordon_is_lifted(host, client, host_ip):
+    """serving_cordoned on the only engine (its pool allowed to stop serving: budget 0): the next run
+    holds its server line down, and the gateway answers no engine; without the cordon the next run
+    puts it back. The engine itself keeps running throughout."""
+    from test_rerun import playbook
+    pid = host.check_output("systemctl show -p MainPID --value llmops-%s.service" % ENGINE)
+    name = sorted(KEYS)[0]
+    rc, out = playbook("--tags", "gateway", extra={"serving_cordoned": True, "serving_rollout_min_available": 0})
+    assert rc == 0, out[-3000:]
+    assert "(cordoned)" in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
+    status, dummy, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat("Anyone?"), key=KEYS[name])
+    assert status == 502 and "no engine available" in text, (status, text)
+    rc, out = playbook("--tags", "gateway")
+    assert rc == 0, out[-3000:]
+    assert " down;" not in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
+    status, dummy, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat("Back?"), key=KEYS[name])
+    assert status == 200, text
+    assert host.check_output("systemctl show -p MainPID --value llmops-%s.service" % ENGINE) == pid
+
+
 @pytest.mark.parametrize("path", ["/tokenize", "/v1/embeddings", "/v1/load_lora_adapter", "/docs", "/"])
 def test_routes_outside_the_list_are_not_found(client, host_ip, path):
     status, _, _ = gw(client, host_ip, path, key=next(iter(KEYS.values())))

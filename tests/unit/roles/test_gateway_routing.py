@@ -47,8 +47,11 @@ console.log(JSON.stringify(out));
 """
 
 
-def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least_conn", gateway_vars=None):
-    """(rc, output) of the play; the rendered upstream.conf and gateway.mjs land in tmp_path."""
+def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least_conn", gateway_vars=None,
+           server_lines=False):
+    """(rc, output) of the play; the rendered upstream.conf and gateway.mjs land in tmp_path. With
+    server_lines, the role's upstreams.yml writes each engine's server line in gateway_config_dir, and
+    the hosts its drained.yml finds held down go to tmp_path/drained.json."""
     hosts = dict((name, dict(vars_)) for name, vars_ in (engines or ENGINES).items())
     inventory = {"all": {
         "vars": {"serving_engine": "vllm", "serving_listen": "0.0.0.0:8000", "serving_engine_tls": "auto",
@@ -69,7 +72,12 @@ def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least
                                       "dest": str(tmp_path / "upstream.conf"), "mode": "0644"}},
         {"ansible.builtin.template": {"src": os.path.join(templates, "gateway.js.j2"),
                                       "dest": str(tmp_path / "gateway.mjs"), "mode": "0644"}},
-    ]}]
+    ] + ([
+        {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "upstreams.yml"}},
+        {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "drained.yml"}},
+        {"ansible.builtin.copy": {"content": "{{ gateway_drained_hosts | to_json }}", "dest": str(tmp_path / "drained.json"),
+                                  "mode": "0644"}},
+    ] if server_lines else [])}]
     (tmp_path / "play.yml").write_text(json.dumps(play))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
     res = subprocess.run([PLAYBOOK, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml")],
@@ -161,6 +169,52 @@ def test_a_certificate_metrics_file_node_exporter_would_not_read_is_refused(tmp_
     rc, out = render(tmp_path, gateway_vars={"gateway_certificate_metrics_file": path})
     assert rc != 0 and "gateway_certificate_metrics_file must be an absolute path that ends in .prom" in out, out[-3000:]
     assert not (tmp_path / "upstream.conf").exists()
+
+
+def server_lines(conf):
+    return dict((path.stem, path.read_text().splitlines()[-1]) for path in sorted((conf / "upstream.d").iterdir()))
+
+
+def test_a_cordoned_engine_is_held_down_and_comes_back_when_uncordoned_while_a_drain_is_kept(tmp_path):
+    conf = tmp_path / "gw"
+    (conf / "upstream.d").mkdir(parents=True)
+    # e2 was drained by a rollout before this run: its line is down, without a cordon
+    (conf / "upstream.d" / "e2.conf").write_text("server 10.0.0.2:8000 max_fails=3 fail_timeout=10s down;  # e2\n")
+    cordoned = dict(ENGINES, e1=dict(ENGINES["e1"], serving_cordoned=True))
+    rc, out = render(tmp_path, engines=cordoned, gateway_vars={"gateway_config_dir": str(conf)}, server_lines=True)
+    assert rc == 0, out[-3000:]
+    lines = server_lines(conf)
+    assert lines["e1"].endswith(" down;  # e1 (cordoned)") and lines["e2"].endswith(" down;  # e2"), lines
+    assert " down;" not in lines["e3"], lines
+    # the pool budgets count both as out of the gateways
+    assert json.loads((tmp_path / "drained.json").read_text()) == ["e1", "e2"]
+    # the cordon lifted: e1 serves again, the drain still holds e2
+    rc, out = render(tmp_path, gateway_vars={"gateway_config_dir": str(conf)}, server_lines=True)
+    assert rc == 0, out[-3000:]
+    lines = server_lines(conf)
+    assert " down;" not in lines["e1"] and "cordoned" not in lines["e1"] and lines["e2"].endswith(" down;  # e2"), lines
+    assert json.loads((tmp_path / "drained.json").read_text()) == ["e2"]
+
+
+@pytest.mark.parametrize("cordon, min_available, words", [
+    # the one server of the long-context pool
+    (["e3"], None, "serving_cordoned on e3 would leave pool qwen36-long 0 of its 1 servers in the gateways, and "
+                   "serving_rollout_min_available is 1. Uncordon another host of the pool first"),
+    # both servers of the pool qwen36, with a budget of one
+    (["e1", "e2"], None, "serving_cordoned on e1, e2 would leave pool qwen36 0 of its 2 servers"),
+    # one of two with a budget of two
+    (["e1"], 2, "serving_cordoned on e1 would leave pool qwen36 1 of its 2 servers in the gateways, and "
+                "serving_rollout_min_available is 2"),
+])
+def test_a_cordon_that_breaks_a_pools_budget_is_refused(tmp_path, cordon, min_available, words):
+    engines = dict((h, dict(v, serving_cordoned=h in cordon)) for h, v in ENGINES.items())
+    group_vars = {} if min_available is None else {"serving_rollout_min_available": min_available}
+    rc, out = render(tmp_path, engines=engines, group_vars=group_vars,
+                     gateway_vars={} if min_available is None else {"serving_rollout_min_available": min_available})
+    assert rc != 0 and words in " ".join(out.split()), out[-3000:]
+    # allowed when the budget is 0 (the pool may stop serving), or when the pool keeps enough
+    rc, out = render(tmp_path, engines=engines, gateway_vars={"serving_rollout_min_available": 0})
+    assert rc == 0, out[-3000:]
 
 
 def test_an_instance_that_spans_hosts_is_one_upstream_its_rank_0(tmp_path):
