@@ -5,8 +5,11 @@ LLMOPS_API_KEY in its verifier env to say what it deployed.
 """
 import json
 import os
+import re
 import shlex
 import sys
+import time
+import uuid
 
 import pytest
 
@@ -123,6 +126,48 @@ def test_chat_completion_returns_usage(host):
     assert body["choices"][0]["finish_reason"] in ("length", "stop")
     # The engine answering is the one deployed: vLLM fingerprints its responses, SGLang does not.
     assert ("vllm" in (body.get("system_fingerprint") or "")) == (ENGINE == "vllm"), body
+
+
+# The engine's own count of prompt tokens served from its prefix cache.
+PREFIX_HITS = {"vllm": "vllm:prefix_cache_hits_total", "sglang": "sglang:cached_tokens_total"}
+
+
+def prefix_hits(host):
+    page = host.check_output("curl -s -m 20 %s/metrics" % BASE)
+    return sum(float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(PREFIX_HITS[ENGINE]), page, re.M))
+
+
+def test_a_repeated_prompt_prefix_is_served_from_the_prefix_cache(host):
+    """serving_enable_prefix_caching (on by default) in effect in the running engine, read from its own
+    /metrics: a long prefix no request sent before is not counted as a hit the first time, and the
+    second request that repeats it reuses at least a block of it. Without the flag (vLLM), or with
+    --disable-radix-cache (SGLang), the second request hits nothing."""
+    prefix = "Reference %s. %s" % (uuid.uuid4().hex, " ".join("item%d" % i for i in range(300)))
+
+    def ask(question):
+        status, body = request(host, "POST", "/v1/chat/completions", {
+            "model": MODEL, "max_tokens": 1, "temperature": 0,
+            "messages": [{"role": "system", "content": prefix}, {"role": "user", "content": question}]})
+        assert status == 200, body
+        return body["usage"]["prompt_tokens"]
+
+    # the engine publishes its counters per step, a moment after the answer: read them after a pause,
+    # and wait (bounded) for the second request's hits
+    before = prefix_hits(host)
+    prompt_tokens = ask("first")
+    time.sleep(2)
+    first = prefix_hits(host)
+    ask("second")
+    deadline = time.time() + 15
+    while True:
+        second = prefix_hits(host)
+        if second - first >= 16 or time.time() > deadline:
+            break
+        time.sleep(1)
+    assert prompt_tokens > 300, prompt_tokens
+    # the uuid's block is new: at most the chat template's opening tokens were cached before
+    assert first - before < 32, (before, first)
+    assert second - first >= 16, (before, first, second, prompt_tokens)
 
 
 @pytest.mark.parametrize("key", [None, "wrong-key-0123456789"])
