@@ -142,7 +142,9 @@ def test_a_repeated_prompt_prefix_is_served_from_the_prefix_cache(host):
     /metrics: a long prefix no request sent before is not counted as a hit the first time, and the
     second request that repeats it reuses at least a block of it. Without the flag (vLLM), or with
     --disable-radix-cache (SGLang), the second request hits nothing."""
-    prefix = "Reference %s. %s" % (uuid.uuid4().hex, " ".join("item%d" % i for i in range(300)))
+    # about 700 tokens with the scenario's small vocabulary: several of vLLM's 128-token blocks, inside
+    # the 1024 positions of the weights journey's model
+    prefix = "Reference %s. %s" % (uuid.uuid4().hex, " ".join("item%d" % i for i in range(150)))
 
     def ask(question):
         status, body = request(host, "POST", "/v1/chat/completions", {
@@ -164,7 +166,7 @@ def test_a_repeated_prompt_prefix_is_served_from_the_prefix_cache(host):
         if second - first >= 16 or time.time() > deadline:
             break
         time.sleep(1)
-    assert prompt_tokens > 300, prompt_tokens
+    assert 256 < prompt_tokens < 1000, prompt_tokens
     # the uuid's block is new: at most the chat template's opening tokens were cached before
     assert first - before < 32, (before, first)
     assert second - first >= 16, (before, first, second, prompt_tokens)
