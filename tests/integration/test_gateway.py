@@ -15,6 +15,8 @@ import uuid
 import pytest
 import testinfra
 
+from test_rerun import playbook
+
 ENGINE = os.environ.get("LLMOPS_ENGINE", "vllm")
 MODEL = os.environ.get("LLMOPS_MODEL", "qwen3-tiny")
 LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
@@ -406,7 +408,6 @@ def test_includes_nginx_refuses_are_never_put_in_place(host, client, host_ip):
     """An access log in a folder that does not exist passes the controller's checks, and nginx
     refuses it: the run stops at the check of the staged includes, and the live includes, nginx's
     own check of them and the serving gateway are as they were (a restart would start)."""
-    from test_rerun import playbook
     before = host.check_output("sha256sum %s" % LIVE_INCLUDES)
     rc, out = playbook("--tags", "gateway", extra={"gateway_access_log": "/var/log/nginx-missing/llmops.access.log"})
     assert rc != 0 and "nginx refused the staged includes: nothing was put in place" in out, out[-3000:]
@@ -423,7 +424,6 @@ def test_a_cordoned_host_leaves_the_gateway_until_the_cordon_is_lifted(host, cli
     """serving_cordoned on the only engine (its pool allowed to stop serving: budget 0): the next run
     holds its server line down, and the gateway answers no engine; without the cordon the next run
     puts it back. The engine itself keeps running throughout."""
-    from test_rerun import playbook
     pid = host.check_output("systemctl show -p MainPID --value llmops-%s.service" % ENGINE)
     name = sorted(KEYS)[0]
     rc, out = playbook("--tags", "gateway", extra={"serving_cordoned": True, "serving_rollout_min_available": 0})

@@ -208,8 +208,7 @@ def test_a_cordoned_engine_is_held_down_and_comes_back_when_uncordoned_while_a_d
 ])
 def test_a_cordon_that_breaks_a_pools_budget_is_refused(tmp_path, cordon, min_available, words):
     engines = dict((h, dict(v, serving_cordoned=h in cordon)) for h, v in ENGINES.items())
-    group_vars = {} if min_available is None else {"serving_rollout_min_available": min_available}
-    rc, out = render(tmp_path, engines=engines, group_vars=group_vars,
+    rc, out = render(tmp_path, engines=engines,
                      gateway_vars={} if min_available is None else {"serving_rollout_min_available": min_available})
     assert rc != 0 and words in " ".join(out.split()), out[-3000:]
     # allowed when the budget is 0 (the pool may stop serving), or when the pool keeps enough
