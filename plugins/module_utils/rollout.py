@@ -53,13 +53,16 @@ def merge(state, update, now=None):
     return out
 
 
-def drain_metrics(state):
+def drain_metrics(state, cordoned=False):
     """Prometheus text (node_exporter's textfile collector format) of whether the host is drained and
-    since when, for the alert that pages when a host stays drained and the one that keeps a planned,
-    drained restart from paging."""
+    since when, and whether it is cordoned, for the alert that pages when a host stays drained and
+    the one that keeps a planned restart (drained) or a maintenance (cordoned) from paging."""
     lines = ["# HELP llmops_host_drained 1 while a rollout or tune holds this host drained (out of its gateways), else 0.",
              "# TYPE llmops_host_drained gauge",
-             "llmops_host_drained %d" % (1 if state.get("drained") else 0)]
+             "llmops_host_drained %d" % (1 if state.get("drained") else 0),
+             "# HELP llmops_host_cordoned 1 while the host is cordoned for maintenance (serving_cordoned), else 0.",
+             "# TYPE llmops_host_cordoned gauge",
+             "llmops_host_cordoned %d" % (1 if cordoned else 0)]
     if state.get("drained") and state.get("drained_since") is not None:
         lines += ["# HELP llmops_host_drained_since_timestamp_seconds When the host was drained (epoch seconds; only while it is).",
                   "# TYPE llmops_host_drained_since_timestamp_seconds gauge",

@@ -19,8 +19,9 @@ description:
   - With O(update), merges those keys into the state file, written through a temporary file and a
     rename (mode 0600, folder 0700). A drain that begins records C(drained_since); an undrain removes it.
   - With O(metrics_file), whose folder exists (node_exporter's textfile collector folder), writes
-    C(llmops_host_drained) and, while drained, C(llmops_host_drained_since_timestamp_seconds) there,
-    for the alerts on a host left drained and the one that keeps a drained restart from paging.
+    C(llmops_host_drained), C(llmops_host_cordoned) and, while drained,
+    C(llmops_host_drained_since_timestamp_seconds) there, for the alert on a host left drained and
+    the one that keeps a drained restart or a cordoned host's maintenance from paging.
 author:
   - llmops.serving maintainers (@llmops)
 options:
@@ -52,6 +53,10 @@ options:
       - Prometheus text file of the host's drain state, written when its folder exists (nothing
         otherwise). It is telemetry, not configuration, so writing it never reports a change.
     type: path
+  cordoned:
+    description: Whether the host is cordoned for maintenance (C(serving_cordoned)), for O(metrics_file).
+    type: bool
+    default: false
 notes:
   - In check mode an O(update) is predicted, not written, and no metrics file is written.
 attributes:
@@ -81,6 +86,8 @@ EXAMPLES = r"""
     chat_template: "{{ serving_spec_chat_template_path }}"
     units: {vllm: llmops-vllm.service}
     update: {drained: true}
+    metrics_file: /var/lib/prometheus/node-exporter/llmops-rollout.prom
+    cordoned: "{{ serving_cordoned | bool }}"
 """
 
 RETURN = r"""
@@ -127,6 +134,7 @@ def main():
             units=dict(type="dict", required=True),
             update=dict(type="dict"),
             metrics_file=dict(type="path"),
+            cordoned=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -154,7 +162,7 @@ def main():
     written = False
     metrics = p["metrics_file"]
     if metrics and os.path.isdir(os.path.dirname(metrics)) and not module.check_mode:
-        written = rollout.write_text(metrics, rollout.drain_metrics(seen["state"]))
+        written = rollout.write_text(metrics, rollout.drain_metrics(seen["state"], p["cordoned"]))
     module.exit_json(changed=changed, metrics_written=written, **seen)
 
 

@@ -423,17 +423,31 @@ def test_includes_nginx_refuses_are_never_put_in_place(host, client, host_ip):
 def test_a_cordoned_host_leaves_the_gateway_until_the_cordon_is_lifted(host, client, host_ip):
     """serving_cordoned on the only engine (its pool allowed to stop serving: budget 0): the next run
     holds its server line down, and the gateway answers no engine; without the cordon the next run
-    puts it back. The engine itself keeps running throughout."""
+    puts it back. The engine itself keeps running throughout. The rollout role's text file for
+    node_exporter says the host is cordoned, so its engine stopped for maintenance pages no one
+    (LLMEngineDown; promtool proves the rule), and says so no more once the cordon is lifted."""
     pid = host.check_output("systemctl show -p MainPID --value llmops-%s.service" % ENGINE)
     name = sorted(KEYS)[0]
-    rc, out = playbook("--tags", "gateway", extra={"serving_cordoned": True, "serving_rollout_min_available": 0})
-    assert rc == 0, out[-3000:]
-    assert "(cordoned)" in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
-    status, dummy, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat("Anyone?"), key=KEYS[name])
-    assert status == 502 and "no engine available" in text, (status, text)
-    rc, out = playbook("--tags", "gateway")
-    assert rc == 0, out[-3000:]
-    assert " down;" not in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
+    # node_exporter's textfile folder, as its package makes it (the test host has no node_exporter)
+    textfile = "/var/lib/prometheus/node-exporter"
+    made = host.run("test -d %s" % textfile).rc != 0
+    host.check_output("mkdir -p %s" % textfile)
+    try:
+        rc, out = playbook("--tags", "gateway,rollout",
+                           extra={"serving_cordoned": True, "serving_rollout_min_available": 0})
+        assert rc == 0, out[-3000:]
+        assert "(cordoned)" in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
+        assert "llmops_host_cordoned 1" in host.check_output("cat %s/llmops-rollout.prom" % textfile)
+        status, dummy, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat("Anyone?"),
+                                 key=KEYS[name])
+        assert status == 502 and "no engine available" in text, (status, text)
+        rc, out = playbook("--tags", "gateway,rollout")
+        assert rc == 0, out[-3000:]
+        assert " down;" not in host.check_output("cat /etc/nginx/llmops/upstream.d/*.conf")
+        assert "llmops_host_cordoned 0" in host.check_output("cat %s/llmops-rollout.prom" % textfile)
+    finally:
+        if made:
+            host.run("rm -rf %s" % textfile)
     status, dummy, text = gw(client, host_ip, "/v1/chat/completions", method="POST", body=chat("Back?"), key=KEYS[name])
     assert status == 200, text
     assert host.check_output("systemctl show -p MainPID --value llmops-%s.service" % ENGINE) == pid

@@ -166,8 +166,9 @@ def test_engine_down_also_fires_without_the_series(engine):
     assert down["expr"].startswith('(up{job="llmops-engine"} == 0 or absent(')
     # absent() keeps the equality matchers: the labels a failed scrape of this host's engine carries
     assert 'absent(up{job="llmops-engine", instance="127.0.0.1:8100", serving_engine="%s"}))' % engine in down["expr"]
-    # a planned restart (its host drained by the rollout role) pages no one
-    assert down["expr"].endswith(") unless on () (llmops_host_drained == 1)")
+    # a planned restart (its host drained by the rollout role) or a cordoned host's maintenance pages
+    # no one (promtool proves each alone: tests/monitoring/rules)
+    assert down["expr"].endswith(") unless on () (llmops_host_drained == 1 or llmops_host_cordoned == 1)")
     assert down["for"] == "1m"
 
 

@@ -94,7 +94,7 @@ def test_the_module_documents_what_it_returns():
     seen_keys = {"state", "current", "model_build", "chat_template_sha256", "running_engine", "metrics_written"}
     assert set(returns) == seen_keys
     doc = yaml.safe_load(rollout_state.DOCUMENTATION)
-    assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update", "metrics_file"}
+    assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update", "metrics_file", "cordoned"}
     json.dumps(yaml.safe_load(rollout_state.EXAMPLES))
 
 
@@ -155,10 +155,15 @@ def test_a_drain_records_when_it_began_and_an_undrain_forgets_it():
 
 def test_drain_metrics_say_drained_and_since_only_while_drained(tmp_path):
     text = rollout.drain_metrics(rollout.merge({}, {"drained": True}, now=1765090000))
-    samples = [line for line in text.splitlines() if not line.startswith("#")]
-    assert samples == ["llmops_host_drained 1", "llmops_host_drained_since_timestamp_seconds 1765090000.000"]
-    assert rollout.drain_metrics({"drained": False}).splitlines()[-1] == "llmops_host_drained 0"
+    def samples(t):
+        return [line for line in t.splitlines() if not line.startswith("#")]
+    assert samples(text) == ["llmops_host_drained 1", "llmops_host_cordoned 0",
+                             "llmops_host_drained_since_timestamp_seconds 1765090000.000"]
+    assert "llmops_host_drained 0" in rollout.drain_metrics({"drained": False}).splitlines()
     assert "since" not in rollout.drain_metrics({})
+    # a cordon (serving_cordoned) is its own gauge, whatever the drain state
+    assert "llmops_host_cordoned 0" in samples(rollout.drain_metrics({"drained": True}))
+    assert samples(rollout.drain_metrics({}, cordoned=True)) == ["llmops_host_drained 0", "llmops_host_cordoned 1"]
     path = str(tmp_path / "llmops-rollout.prom")
     assert rollout.write_text(path, text) and not rollout.write_text(path, text)
     assert open(path).read() == text and oct(os.stat(path).st_mode & 0o777) == "0o644"
