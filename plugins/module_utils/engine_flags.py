@@ -74,6 +74,8 @@ FLAG_TABLE = {
         "enable_reasoning": [((0, 0, 0), ("--enable-reasoning", None)), ((0, 19, 1), (None, None))],
         "reasoning_parser": [((0, 0, 0), "--reasoning-parser")],
         "kv_cache_dtype": [((0, 0, 0), "--kv-cache-dtype")],
+        # tokens per KV-cache block (the cache's unit of allocation and of prefix-cache hits)
+        "block_size": [((0, 0, 0), "--block-size")],
         # the backend of response_format / guided decoding: a flag of its own in 0.8, a key of the
         # structured-outputs config by 0.19.1 (FlexibleArgumentParser reads the dotted key)
         "structured_output_backend": [((0, 0, 0), "--guided-decoding-backend"),
@@ -119,6 +121,8 @@ FLAG_TABLE = {
         "enable_reasoning": [((0, 0, 0), (None, None))],
         "reasoning_parser": [((0, 0, 0), "--reasoning-parser")],
         "kv_cache_dtype": [((0, 0, 0), "--kv-cache-dtype")],
+        # SGLang's name for the tokens of one KV-cache page (its default, 1, is a token per page)
+        "block_size": [((0, 0, 0), "--page-size")],
         "structured_output_backend": [((0, 0, 0), "--grammar-backend")],
         # SGLang's nearest to vLLM's step budget: the tokens of one prefill batch
         "max_batched_tokens": [((0, 0, 0), "--max-prefill-tokens")],
@@ -248,6 +252,7 @@ SPEC_OWNED = {
         "enable-reasoning": "enable_reasoning",
         "reasoning-parser": "reasoning_parser",
         "kv-cache-dtype": "kv_cache_dtype",
+        "block-size": "block_size",
         "guided-decoding-backend": "structured_output_backend",
         "structured-outputs-config.backend": "structured_output_backend",
         "max-num-batched-tokens": "max_batched_tokens",
@@ -279,6 +284,7 @@ SPEC_OWNED = {
         "tool-call-parser": "tool_call_parser",
         "reasoning-parser": "reasoning_parser",
         "kv-cache-dtype": "kv_cache_dtype",
+        "page-size": "block_size",
         "grammar-backend": "structured_output_backend",
         "max-prefill-tokens": "max_batched_tokens",
         "chunked-prefill-size": "prefill_chunk_tokens",

@@ -42,6 +42,7 @@ SPEC_VARIABLES = {
     "enable_reasoning": "serving_reasoning",
     "reasoning_parser": "serving_reasoning_parser",
     "kv_cache_dtype": "serving_kv_cache_dtype",
+    "block_size": "serving_block_size",
     "structured_output_backend": "serving_structured_output",
     "max_batched_tokens": "serving_max_batched_tokens",
     "enable_chunked_prefill": "serving_chunked_prefill",
@@ -79,6 +80,7 @@ SPEC_DEFAULTS = {
     "enable_reasoning": False,
     "reasoning_parser": None,
     "kv_cache_dtype": None,
+    "block_size": None,
     "structured_output_backend": None,
     "max_batched_tokens": None,
     "enable_chunked_prefill": None,
@@ -96,7 +98,7 @@ REQUIRED_SPEC = ("model_path", "served_model_name", "host", "port")
 VALUE_SPEC_KEYS = ("served_model_name", "host", "port", "tensor_parallel", "max_model_len", "gpu_memory_fraction",
                    "max_concurrency", "chat_template", "dtype", "kv_cache_dtype", "tls_certfile", "tls_keyfile",
                    "tool_call_parser", "reasoning_parser", "structured_output_backend", "max_batched_tokens",
-                   "prefill_chunk_tokens", "long_prefill_threshold")
+                   "prefill_chunk_tokens", "long_prefill_threshold", "block_size")
 
 BOOL_SPEC_KEYS = ("enable_prefix_caching", "enable_metrics", "trust_remote_code", "auto_tool_choice", "enable_reasoning",
                   "priority_scheduling", "tool_arguments_strict")
@@ -233,7 +235,7 @@ def normalize_spec(spec):
                 "structured_output_backend"):
         if out[key] is not None and (not isinstance(out[key], str) or not out[key].strip()):
             bad(key, "must be a non-empty string or null")
-    for key in ("max_batched_tokens", "prefill_chunk_tokens", "long_prefill_threshold"):
+    for key in ("max_batched_tokens", "prefill_chunk_tokens", "long_prefill_threshold", "block_size"):
         if out[key] is not None and (not is_int(out[key]) or out[key] < 1):
             bad(key, "must be an integer >= 1 or null (engine default)")
     for key in BOOL_SPEC_KEYS:

@@ -365,12 +365,13 @@ def stage_weights(model, pp=1):
 
 def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", version=None,
              batched_tokens=None, num_seqs=None, available_kv_bytes=None, enforce_eager=False,
-             custom_all_reduce=True, gpu_name=None, enable_prefix_caching=True, pp=1):
+             custom_all_reduce=True, gpu_name=None, enable_prefix_caching=True, pp=1, block_size=None):
     """KV capacity on each GPU for one configuration. Returns a dict (no judgement). For a hybrid
     model, kv_tokens is the longest context one sequence gets once its recurrent states are
-    counted (see hybrid_layout)."""
+    counted (see hybrid_layout). block_size: the KV block the engine is given (serving_block_size),
+    else the engine's own."""
     rule = budget_rule(engine, version, model)
-    block = int(rule["block_size"])
+    block = int(block_size or rule["block_size"])
     d_tokens, d_seqs = scheduler_defaults(engine, version, gpu_name, gpu_bytes)
     state_slots = int(num_seqs or SGLANG_STATE_SLOTS)
     batched_tokens = int(batched_tokens or d_tokens)
@@ -487,7 +488,7 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
               engine_version=None, kv_cache_dtype="auto", max_num_seqs=None,
               max_num_batched_tokens=None, available_kv_bytes=None, enforce_eager=False,
               custom_all_reduce=True, gpu_name=None, max_concurrency=None,
-              compute_capability=None, enable_prefix_caching=True, pipeline_parallel=1):
+              compute_capability=None, enable_prefix_caching=True, pipeline_parallel=1, block_size=None):
     """The full plan. Raises PlanError with numbers and fixes when one sequence of
     ``max_model_len`` tokens cannot fit; otherwise returns the plan with warnings."""
     tp = int(tp)
@@ -534,7 +535,7 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
     common = dict(engine=engine, version=engine_version, batched_tokens=max_num_batched_tokens,
                   num_seqs=max_num_seqs or max_concurrency, enforce_eager=enforce_eager,
                   custom_all_reduce=custom_all_reduce, gpu_name=gpu_name,
-                  enable_prefix_caching=enable_prefix_caching, pp=pp)
+                  enable_prefix_caching=enable_prefix_caching, pp=pp, block_size=block_size)
     cap = capacity(model, gpu_bytes, tp, fraction, kv_bytes,
                    available_kv_bytes=available_kv_bytes, **common)
     kv_tokens = cap["kv_tokens"]
@@ -850,7 +851,7 @@ def plan_from_params(params):
                 custom_all_reduce=p.get("custom_all_reduce", True), gpu_name=name,
                 max_concurrency=p.get("max_concurrency"), compute_capability=capability,
                 enable_prefix_caching=p.get("enable_prefix_caching", True),
-                pipeline_parallel=p.get("pipeline_parallel", 1))
+                pipeline_parallel=p.get("pipeline_parallel", 1), block_size=p.get("block_size"))
             result["plan"] = plan
             summary.extend(plan_summary_lines(plan))
             if model.get("long_context"):

@@ -26,6 +26,7 @@ SLA_METRICS = ("ttft", "tpot", "itl", "e2el")
 SPACE = {
     "serving_max_concurrency": "an integer >= 1",
     "serving_max_batched_tokens": "an integer >= 1, or null (the engine's default)",
+    "serving_block_size": "an integer >= 1, or null (the engine's default)",
     "serving_chunked_prefill": "true, false, null, or a dict of chunk_tokens / long_prefill_threshold",
     "serving_enable_prefix_caching": "true or false",
     "serving_kv_cache_dtype": "auto, fp8_e4m3 or fp8_e5m2",
@@ -149,7 +150,7 @@ def _value_problem(name, value):
     """Why value cannot be a value of name in the search space, or None."""
     if name == "serving_max_concurrency":
         ok = _is_int(value)
-    elif name == "serving_max_batched_tokens":
+    elif name in ("serving_max_batched_tokens", "serving_block_size"):
         ok = value is None or _is_int(value)
     elif name == "serving_chunked_prefill":
         ok = value is None or isinstance(value, bool) or (

@@ -171,6 +171,9 @@ options:
       kv_cache_dtype:
         description: The KV cache's dtype (C(fp8_e4m3), C(fp8_e5m2), ...), null for the model's; C(serving_kv_cache_dtype).
         type: str
+      block_size:
+        description: Tokens per KV-cache block (vLLM C(--block-size), SGLang C(--page-size)), null for the engine's default; C(serving_block_size).
+        type: int
       structured_output_backend:
         description: The backend of C(response_format) and guided decoding (C(xgrammar), C(outlines), ...); C(serving_structured_output).
         type: str
@@ -502,6 +505,7 @@ SPEC_OPTIONS = dict(
     tool_call_parser=dict(type="str"),
     tool_arguments_strict=dict(type="bool", default=False),
     kv_cache_dtype=dict(type="str"),
+    block_size=dict(type="int"),
     structured_output_backend=dict(type="str"),
     enable_reasoning=dict(type="bool", default=False),
     reasoning_parser=dict(type="str"),

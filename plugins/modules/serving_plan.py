@@ -128,6 +128,11 @@ options:
       - KV cache dtype (auto follows the model; fp8 halves a 16-bit cache).
     type: str
     default: auto
+  block_size:
+    description:
+      - Tokens per KV-cache block the engine is given (C(serving_block_size)); the engine's own
+        block size when not set. The KV tokens are counted in whole blocks.
+    type: int
   engine:
     description:
       - Engine whose memory budget to model.
@@ -294,6 +299,7 @@ ARGUMENT_SPEC = dict(
     max_num_seqs=dict(type="int"),
     max_num_batched_tokens=dict(type="int", no_log=False),
     kv_cache_dtype=dict(type="str", default="auto"),
+    block_size=dict(type="int"),
     engine=dict(type="str", default="vllm", choices=list(ENGINES)),
     engine_version=dict(type="str"),
     available_kv_bytes=dict(type="int"),

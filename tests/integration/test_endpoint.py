@@ -172,6 +172,36 @@ def test_a_repeated_prompt_prefix_is_served_from_the_prefix_cache(host):
     assert second - first >= 16, (before, first, second, prompt_tokens)
 
 
+# The scheduler and cache knobs the default scenario sets away from each engine's defaults
+# (molecule/default/molecule.yml), as the running engine reports them: vLLM's cache config in its
+# /metrics (vllm:cache_config_info) and its scheduler's line in the journal, SGLang's server
+# arguments as /server_info answers them.
+VLLM_CACHE_CONFIG = {"block_size": "32", "cache_dtype": "fp8_e5m2", "enable_prefix_caching": "True"}
+VLLM_SCHEDULER_LINE = "Chunked prefill is enabled with max_num_batched_tokens=1024."
+SGLANG_SERVER_ARGS = {"max_prefill_tokens": 1024, "chunked_prefill_size": 1024, "enable_priority_scheduling": True}
+
+
+def test_the_scheduler_and_cache_knobs_take_effect_in_the_running_engine(host):
+    """serving_block_size, serving_kv_cache_dtype, serving_max_batched_tokens and
+    serving_chunked_prefill's chunk, read back from the engine that serves (not from its argv): a flag
+    the translation point dropped leaves the engine's own default there, and this fails."""
+    if ENGINE == "vllm":
+        page = host.check_output("curl -s -m 20 %s/metrics" % BASE)
+        info = re.search(r"^vllm:cache_config_info\{([^}]*)\}", page, re.M)
+        assert info, "no vllm:cache_config_info in /metrics"
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1)))
+        assert {k: labels.get(k) for k in VLLM_CACHE_CONFIG} == VLLM_CACHE_CONFIG, labels
+        # the journal of this start of the engine only (a restart logs its own)
+        since = host.check_output("systemctl show -p ActiveEnterTimestamp --value %s" % UNIT)
+        log = host.check_output("journalctl -u %s -o cat --no-pager --since %s" % (UNIT, shlex.quote(since)))
+        assert VLLM_SCHEDULER_LINE in log, [line for line in log.splitlines() if "max_num_batched_tokens" in line]
+        return
+    # the server arguments as SGLang resolved them at start (its /server_info)
+    status, info = request(host, "GET", "/server_info")
+    assert status == 200, info
+    assert {k: info.get(k) for k in SGLANG_SERVER_ARGS} == SGLANG_SERVER_ARGS, sorted(info)
+
+
 @pytest.mark.parametrize("key", [None, "wrong-key-0123456789"])
 def test_chat_without_valid_key_is_refused(host, key):
     status, dummy = request(host, "POST", "/v1/chat/completions", {

@@ -266,6 +266,21 @@ def test_scheduler_keys_render_flags_the_version_accepts(engine, version):
     assert not [f for f in ea.render(engine, version, spec())["flags"] if "chunk" in f or "batched" in f]
 
 
+@pytest.mark.parametrize("engine,version", sorted(HELP_FILES))
+def test_the_block_size_renders_the_versions_own_flag(engine, version):
+    """serving_block_size: vLLM's --block-size, SGLang's --page-size (tokens per KV page), in each
+    recorded --help; null renders neither, and extra args may not set it beside the spec."""
+    flag = "--block-size" if engine == "vllm" else "--page-size"
+    assert flag in ev.help_options(help_text(engine, version))
+    flags = ea.render(engine, version, spec(block_size=64))["flags"]
+    assert flag_value(flags, flag) == "64" and flags.count(flag) == 1
+    assert flag not in ea.render(engine, version, spec())["flags"]
+    with pytest.raises(ef.EngineArgsError, match="sets what the serving spec owns"):
+        ea.render(engine, version, spec(), extra_args={flag[2:]: 16})
+    with pytest.raises(ef.EngineArgsError, match=r"serving_block_size \(spec.block_size\) must be an integer >= 1"):
+        ea.render(engine, version, spec(block_size=0))
+
+
 def test_scheduler_keys_that_disagree_or_do_not_exist_are_refused():
     with pytest.raises(ef.EngineArgsError, match=r"serving_max_batched_tokens and serving_chunked_prefill.chunk_tokens "
                                                  r"both set --max-num-batched-tokens .* \(4096, 2048\)"):

@@ -130,6 +130,21 @@ def test_fp8_kv_doubles_capacity():
     assert abs(fp8["kv_tokens"] - 2 * base["kv_tokens"]) <= 16
 
 
+def test_the_plan_counts_the_kv_cache_in_the_block_size_the_engine_is_given():
+    """serving_block_size: whole blocks of that many tokens fit the same bytes, so the tokens are a
+    multiple of it and at most one block short of the engine's own block size's count."""
+    base = h200_plan(1)
+    big = h200_plan(1, block_size=4096)
+    assert base["block_size"] == 16 and big["block_size"] == 4096
+    per_block = 4096 * big["kv_bytes_per_token"]
+    assert big["kv_blocks"] == big["available_kv_bytes"] // per_block
+    assert big["kv_tokens"] == big["kv_blocks"] * 4096 and big["kv_tokens"] % 4096 == 0
+    assert base["kv_tokens"] - 4096 < big["kv_tokens"] < base["kv_tokens"]
+    assert h200_plan(1, block_size=None)["kv_tokens"] == base["kv_tokens"]
+    # the module's parameter reaches the plan
+    assert P.plan_from_params(dict(BASE_PARAMS, block_size=4096))["plan"]["block_size"] == 4096
+
+
 def test_concurrency_and_longest_context():
     plan = h200_plan(1, max_concurrency=64)
     assert plan["sequences_at_max_model_len"] == plan["kv_tokens"] // 32768

@@ -9,7 +9,7 @@ from ansible_collections.llmops.serving.plugins.modules import rollout_state
 from .module_harness import run_module
 
 
-def _run(monkeypatch, tmp_path, update=None, metrics_dir="textfile", check_mode=False):
+def _run(monkeypatch, tmp_path, update=None, metrics_dir="textfile", check_mode=False, cordoned=None):
     def run_command(self, argv, **kwargs):
         return 3, "", ""  # systemctl is-active: no engine unit runs
     args = dict(path=str(tmp_path / "state" / "state.json"), current_link=str(tmp_path / "current"),
@@ -17,6 +17,8 @@ def _run(monkeypatch, tmp_path, update=None, metrics_dir="textfile", check_mode=
                 units={"vllm": "llmops-vllm.service"}, metrics_file=str(tmp_path / metrics_dir / "llmops-rollout.prom"))
     if update is not None:
         args["update"] = update
+    if cordoned is not None:
+        args["cordoned"] = cordoned
     dummy, result = run_module(monkeypatch, rollout_state, args, run_command, check_mode, failed_key=True)
     return result
 
@@ -35,7 +37,12 @@ def test_a_drain_writes_state_and_metrics_and_an_undrain_clears_them(monkeypatch
     assert not again["changed"] and not again["metrics_written"]
     undrained = _run(monkeypatch, tmp_path, {"drained": False})
     assert undrained["changed"] and undrained["metrics_written"]
-    assert prom.read_text().splitlines()[-1] == "llmops_host_drained 0" and "since" not in prom.read_text()
+    assert "llmops_host_drained 0\n" in prom.read_text() and "since" not in prom.read_text()
+    assert "llmops_host_cordoned 0\n" in prom.read_text()
+    # a cordon (serving_cordoned) is telemetry too: the file says so, and nothing is reported changed
+    cordoned = _run(monkeypatch, tmp_path, cordoned=True)
+    assert not cordoned["changed"] and cordoned["metrics_written"]
+    assert "llmops_host_cordoned 1\n" in prom.read_text() and "llmops_host_drained 0\n" in prom.read_text()
 
 
 def test_no_textfile_folder_no_metrics(monkeypatch, tmp_path):
