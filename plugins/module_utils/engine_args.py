@@ -45,6 +45,10 @@ from ansible_collections.llmops.serving.plugins.module_utils.engine_validate imp
 from ansible_collections.llmops.serving.plugins.module_utils.engines import ENGINES
 from ansible_collections.llmops.serving.plugins.module_utils.model import model_config, mtp_head
 
+# The first vLLM version seen to crash on a grammar-constrained request under ngram speculative
+# decoding (the version measured; earlier ones were not tried).
+NGRAM_GRAMMAR_CRASH_SINCE = (0, 32, 0)
+
 
 def _nodes_pieces(engine, engine_version, nodes):
     """The argv pieces and environment that place this host in its instance."""
@@ -261,6 +265,13 @@ def render(engine, engine_version, spec, extra_args=None, stack_args=None):
                 "no mtp.* weights): use {method: ngram} (any model), or eagle3 with a draft_model" % spec["model_path"])
         for pieces in _speculative_pieces(engine, engine_version, spec["speculative"]):
             add_spec("speculative", pieces)
+        if engine == "vllm" and spec["speculative"]["method"] == "ngram" \
+                and parse_version(engine_version) >= NGRAM_GRAMMAR_CRASH_SINCE:
+            warnings.append(
+                "serving_speculative ngram on vLLM %s: a request with response_format or a forced tool call "
+                "(any grammar) can kill the engine core (measured on vLLM 0.32.0's CPU build: 'index ... out of "
+                "bounds' in the sampler; vllm-project/vllm#52620 on GPUs); leave serving_speculative null where "
+                "clients use structured output" % engine_version)
     if spec["lora"] is not None:
         for pieces in _lora_pieces(engine, engine_version, spec["lora"]):
             add_spec("lora", pieces)

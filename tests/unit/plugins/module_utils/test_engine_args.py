@@ -341,6 +341,17 @@ def test_speculative_methods_render_what_the_version_has(engine, version):
                                             if method.startswith("eagle") else {"method": method}))
 
 
+def test_ngram_speculation_on_a_vllm_that_crashes_on_grammars_is_served_with_a_warning():
+    """vLLM 0.32.0 (its CPU build, measured) kills its engine core on a response_format or forced tool
+    call request under ngram speculative decoding: the flags render, with a warning that says so."""
+    ngram = {"method": "ngram", "tokens": 2}
+    warned = ea.render("vllm", "0.32.0", spec(speculative=ngram))["warnings"]
+    assert [w for w in warned if "vllm-project/vllm#52620" in w and "response_format" in w], warned
+    for engine, version, value in (("vllm", "0.19.1", ngram), ("sglang", "0.5.23", ngram),
+                                   ("vllm", "0.32.0", None)):
+        assert not [w for w in ea.render(engine, version, spec(speculative=value))["warnings"] if "#52620" in w]
+
+
 def test_speculative_bad_values_name_the_variable():
     for value, what in (({"method": "medusa"}, "needs a method"), ({"method": "ngram", "tokens": 0}, "tokens"),
                         ({"method": "eagle"}, "needs draft_model"), ({"method": "mtp", "lookup_max": 3}, "ngram only"),
