@@ -202,6 +202,81 @@ def test_the_scheduler_and_cache_knobs_take_effect_in_the_running_engine(host):
     assert {k: info.get(k) for k in SGLANG_SERVER_ARGS} == SGLANG_SERVER_ARGS, sorted(info)
 
 
+# Run inside the engine host: LOW streamed requests of the low priority fill the engine's running
+# slots and its queue; once the engine's /metrics shows requests waiting, one of the high priority is
+# sent. Printed: how many lows were waiting (no token yet) when it was sent, and how many of those had
+# a token by the time the high one got its first. Every stream is closed then (the engine aborts them).
+# The running lows end one at a time, so each freed slot goes to one request: first come, first
+# served gives it to the queued lows first (all of them ahead of the high one), priority to the high
+# one (none ahead).
+PRIORITY_PROBE = r"""
+import http.client, json, re, sys, threading, time
+host, port, key, model, low, high, waiting_metric = sys.argv[1:8]
+first = {}
+conns = []
+def stream(name, priority, max_tokens):
+    conn = http.client.HTTPConnection(host, int(port), timeout=300)
+    conns.append(conn)
+    body = {"model": model, "stream": True, "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0,
+            "priority": int(priority), "messages": [{"role": "user", "content": "Write a long story, %s." % name}]}
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(body),
+                     {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        for line in resp:
+            if line.startswith(b"data: {") and b'"content"' in line and name not in first:
+                first[name] = time.monotonic()
+    except Exception:
+        pass
+def waiting():
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    return sum(float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(waiting_metric), text, re.M))
+lows = ["low%d" % i for i in range(int(sys.argv[8]))]
+# each low of its own length: the running ones end one at a time, each freeing one slot
+for i, name in enumerate(lows):
+    threading.Thread(target=stream, args=(name, low, 120 + 30 * i), daemon=True).start()
+# until the running ones all streamed a token and at least three wait (queued: no token yet)
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline:
+    queue = waiting()
+    if queue >= 3 and len(first) + queue >= len(lows):
+        break
+    time.sleep(0.2)
+queued = [n for n in lows if n not in first]
+threading.Thread(target=stream, args=("high", high, 8), daemon=True).start()
+deadline = time.monotonic() + 120
+while "high" not in first and time.monotonic() < deadline:
+    time.sleep(0.05)
+ahead = [n for n in queued if n in first and first[n] < first.get("high", float("inf"))]
+print(json.dumps({"queued": len(queued), "ahead_of_high": len(ahead), "high_served": "high" in first}))
+for conn in conns:
+    try:
+        conn.sock.close()
+    except Exception:
+        pass
+"""
+
+
+def test_priority_scheduling_serves_a_high_priority_request_before_those_queued_ahead_of_it(host):
+    """serving_priority_scheduling in the running engine: with every running slot taken and requests
+    of a low priority queued, a request of a high priority (vLLM: a lower value, SGLang: a higher one)
+    gets its first token before any of those queued before it. First come, first served (the flag
+    dropped) would serve the queue first."""
+    low, high = (10, 0) if ENGINE == "vllm" else (0, 10)
+    waiting = {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs"}[ENGINE]
+    host.run("cat > /tmp/priority_probe.py <<'EOF'\n%s\nEOF" % PRIORITY_PROBE)
+    hostname, port = LISTEN.rsplit(":", 1)
+    # eight running (the scenario's serving_max_concurrency) and four queued
+    out = host.check_output("python3 /tmp/priority_probe.py %s" % " ".join(
+        shlex.quote(str(a)) for a in (hostname, port, API_KEY, MODEL, low, high, waiting, 12)))
+    result = json.loads(out.splitlines()[-1])
+    print("priority probe (%s): %s" % (ENGINE, result))
+    assert result["high_served"] and result["queued"] >= 2, result
+    assert result["ahead_of_high"] == 0, result
+
+
 @pytest.mark.parametrize("key", [None, "wrong-key-0123456789"])
 def test_chat_without_valid_key_is_refused(host, key):
     status, dummy = request(host, "POST", "/v1/chat/completions", {
