@@ -155,6 +155,7 @@ def test_a_drain_records_when_it_began_and_an_undrain_forgets_it():
 
 def test_drain_metrics_say_drained_and_since_only_while_drained(tmp_path):
     text = rollout.drain_metrics(rollout.merge({}, {"drained": True}, now=1765090000))
+
     def samples(t):
         return [line for line in t.splitlines() if not line.startswith("#")]
     assert samples(text) == ["llmops_host_drained 1", "llmops_host_cordoned 0",
