@@ -132,8 +132,13 @@ def test_chat_completion_returns_usage(host):
 PREFIX_HITS = {"vllm": "vllm:prefix_cache_hits_total", "sglang": "sglang:cached_tokens_total"}
 
 
+def engine_metrics(host):
+    """The engine's own /metrics page, read inside the host."""
+    return host.check_output("curl -s -m 20 %s/metrics" % BASE)
+
+
 def prefix_hits(host):
-    page = host.check_output("curl -s -m 20 %s/metrics" % BASE)
+    page = engine_metrics(host)
     return sum(float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(PREFIX_HITS[ENGINE]), page, re.M))
 
 
@@ -186,7 +191,7 @@ def test_the_scheduler_and_cache_knobs_take_effect_in_the_running_engine(host):
     serving_chunked_prefill's chunk, read back from the engine that serves (not from its argv): a flag
     the translation point dropped leaves the engine's own default there, and this fails."""
     if ENGINE == "vllm":
-        page = host.check_output("curl -s -m 20 %s/metrics" % BASE)
+        page = engine_metrics(host)
         info = re.search(r"^vllm:cache_config_info\{([^}]*)\}", page, re.M)
         assert info, "no vllm:cache_config_info in /metrics"
         labels = dict(re.findall(r'(\w+)="([^"]*)"', info.group(1)))
