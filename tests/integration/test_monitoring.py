@@ -6,7 +6,6 @@ Prometheus from Debian runs on loopback, loads the rules written for the engine 
 scrapes its /metrics; Alertmanager from Debian runs beside it on loopback and delivers the firing
 alerts: the last test stops the engine and waits for the LLMEngineDown notification at a webhook.
 """
-import calendar
 import json
 import os
 import re
@@ -14,6 +13,8 @@ import shlex
 import time
 
 import pytest
+
+from alert_hook import HOOK_CODE, firing
 
 PROM = "http://127.0.0.1:9090"
 LISTEN = os.environ.get("LLMOPS_LISTEN", "127.0.0.1:8000")
@@ -28,26 +29,6 @@ HOOK_PORT = 9099
 HOOK_UNIT = "alert-webhook-test"
 HOOK_SCRIPT = "/tmp/llmops-test-webhook.py"
 HOOK_LOG = "/tmp/llmops-test-webhook.jsonl"
-# Appends each POST body to a file, one line each (Alertmanager's webhook JSON).
-HOOK_CODE = """import http.server
-import sys
-
-
-class Hook(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        with open(sys.argv[1], "ab") as out:
-            out.write(body.replace(b"\\n", b" ") + b"\\n")
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[2])), Hook).serve_forever()
-"""
 # Bounds: the scenario's 5 s scrapes and evaluations, 10 s engine_down_for and 5 s group_wait make
 # the notification arrive in about half a minute; the engine's own start is slower.
 DELIVERY_TIMEOUT = 150
@@ -192,29 +173,6 @@ def test_dashboard_queries_parse_and_show_the_running_engine(host):
             assert {n for n in names if n.startswith(engine + ":")} & live, (panel["title"], names)
 
 
-def _epoch(stamp):
-    """Seconds since the epoch of an RFC 3339 UTC time as Alertmanager writes it (2026-01-02T03:04:05.678Z)."""
-    match = re.match(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?Z$", stamp)
-    assert match, stamp
-    whole = calendar.timegm(tuple(int(part) for part in match.groups()[:6]))
-    return whole + float(match.group(7) or 0)
-
-
-def _firing(lines, alertname, since=None):
-    """The first notification in `lines` (one webhook POST body each) with alertname firing (since
-    `since`, when given)."""
-    for line in lines:
-        try:
-            body = json.loads(line)
-        except ValueError:
-            continue
-        for alert in body.get("alerts", []):
-            if (alert.get("status") == "firing" and alert.get("labels", {}).get("alertname") == alertname
-                    and (since is None or _epoch(alert["startsAt"]) >= since - 1)):
-                return body
-    return None
-
-
 def _health(host):
     return host.run("curl -s -o /dev/null -w '%%{http_code}' -m 5 http://%s/health" % LISTEN).stdout.strip()
 
@@ -239,7 +197,7 @@ def test_an_engine_exit_reaches_the_webhook_and_the_unit_restarts_itself(host):
         host.check_output("systemctl kill --kill-whom=main --signal=SIGTERM %s" % unit)
         while True:
             lines = host.run("cat %s 2>/dev/null" % HOOK_LOG).stdout.splitlines()
-            delivered, watchdog = _firing(lines, "LLMEngineDown", since), _firing(lines, "LLMWatchdog")
+            delivered, watchdog = firing(lines, "LLMEngineDown", since), firing(lines, "LLMWatchdog")
             waited = float(host.check_output("date +%s.%N")) - since
             if (delivered and watchdog) or waited > DELIVERY_TIMEOUT:
                 break

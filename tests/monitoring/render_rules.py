@@ -112,8 +112,10 @@ def referenced_metrics(rules_text):
     names = set()
     for group in yaml.safe_load(rules_text)["groups"]:
         for rule in group["rules"]:
-            names |= (set(ENGINE_METRIC.findall(rule["expr"])) | set(DCGM_METRIC.findall(rule["expr"]))
-                      | set(NODE_METRIC.findall(rule["expr"])))
+            # label matchers name labels (llmops_drained="false"), not metrics
+            expr = re.sub(r"\{[^}]*\}", "", rule["expr"])
+            names |= (set(ENGINE_METRIC.findall(expr)) | set(DCGM_METRIC.findall(expr))
+                      | set(NODE_METRIC.findall(expr)))
     return names
 
 

@@ -79,6 +79,37 @@ def check_alertmanager():
     return failures
 
 
+def check_watcher(tool):
+    """The rules and scrape configuration of a host that runs no engine and watches a dedicated
+    gateway's engines (site.yml's watcher): promtool accepts both, and nothing there expects an engine
+    of its own (LLMEngineDown's absent() would fire on a gateway for ever)."""
+    watcher = {"monitoring_scrape_engine": False, "monitoring_upstream_target_files": ["targets/*.yml"],
+               "__monitoring_upstream_ca": "engine-ca.crt"}
+    work = tempfile.mkdtemp(prefix="llmops-watcher-")
+    failures = 0
+    try:
+        rules = render_rules.render("vllm", "0.32.0", **dict(TEST_VARS, **watcher))
+        config = render_rules.render_prometheus("vllm", "0.32.0", **watcher)
+        for name, text in (("llmops-engine.yml", rules), ("prometheus.yml", config)):
+            with open(os.path.join(work, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        loaded = yaml.safe_load(config)
+        jobs = [job["job_name"] for job in loaded["scrape_configs"]]
+        if "LLMEngineDown" in rules or "llmops-engine" in jobs or "llmops-upstreams" not in jobs \
+                or "LLMEngineHostDown" not in rules:
+            print("FAIL watcher: engine rules or job present, or the upstream job or its rule missing (jobs %s)" % jobs)
+            failures += 1
+        for argv in ([tool, "check", "rules", "llmops-engine.yml"],
+                     [tool, "check", "config", "--syntax-only", "prometheus.yml"]):
+            proc = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
+            print("%s watcher %s: %s" % ("ok  " if proc.returncode == 0 else "FAIL", " ".join(argv[1:3]),
+                                         (proc.stdout + proc.stderr).strip().replace("\n", "\n    ")))
+            failures += proc.returncode != 0
+    finally:
+        shutil.rmtree(work)
+    return failures
+
+
 def series_names(test_file):
     with open(test_file, encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)
@@ -131,6 +162,7 @@ def main():
                 failures += proc.returncode != 0
         finally:
             shutil.rmtree(work)
+    failures += check_watcher(tool)
     failures += check_alertmanager()
     print("monitoring rules: %s" % ("%d failure(s)" % failures if failures else "all passed"))
     return 1 if failures else 0

@@ -14,6 +14,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shlex
 import ssl
 import subprocess
 import tempfile
@@ -23,6 +24,7 @@ import time
 import pytest
 
 import podman_enter
+from alert_hook import HOOK_CODE, epoch, notified
 from killing import kill_run
 
 pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_FLEET_SCENARIO") != "1",
@@ -74,6 +76,20 @@ ENGINE_CA = "/etc/llmops/tls/ca.crt"
 GATEWAY_ENGINE_CA = "/etc/nginx/llmops/engine-ca.crt"
 # The first line of the play that rolls engines, in site.yml, upgrade.yml and rollback.yml.
 ROLL_PLAY = "PLAY [Roll the engines"
+# The gateway's watcher of the engines (site.yml's monitoring on a dedicated gateway): its Prometheus,
+# and the webhook the scenario gives its Alertmanager (molecule/fleet/molecule.yml, llm_gateways), a
+# receiver of the test's own on the gateway host.
+PROM = "http://127.0.0.1:9090"
+HOOK_PORT = 9099
+HOOK_UNIT = "alert-webhook-test"
+HOOK_SCRIPT = "/tmp/llmops-test-webhook.py"
+HOOK_LOG = "/tmp/llmops-test-webhook.jsonl"
+# The scenario's 5 s scrapes and evaluations, 10 s engine_down_for and 5 s group_wait page in about
+# half a minute.
+PAGE_TIMEOUT = 150
+# What the watcher's test leaves for the last test: when its own page had ended, and how many
+# notifications the webhook had then.
+WATCHED = {}
 
 
 def podman(*args, check=True):
@@ -279,14 +295,14 @@ class StreamLoad(object):
         assert self.max_drained <= 1, "%d engines were drained at once" % self.max_drained
 
 
-def command(name, *args, inventories=()):
+def command(name, *args, inventories=(), skip_tags=("--skip-tags", "monitoring")):
     inv = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
     cmd = ["ansible-playbook", "-i", inv]
     for extra in inventories:
         cmd += ["-i", extra]
     # One host at a time in every step (converge starts the fresh hosts two at a time); a later -e wins.
-    return cmd + [os.path.join(ROOT, "playbooks", name + ".yml"), "--skip-tags", "monitoring",
-                  "-e", "serving_rollout_serial=1"] + list(args)
+    return cmd + [os.path.join(ROOT, "playbooks", name + ".yml")] + list(skip_tags) + [
+        "-e", "serving_rollout_serial=1"] + list(args)
 
 
 MARKS = r"PLAN |ROLLED OUT |ROLLOUT FAILED|RESTORED|ROLLED BACK |UNTOUCHED |DRAIN TIMEOUT|REBOOT|fatal:|ERROR"
@@ -323,8 +339,8 @@ class Run(object):
     """One ansible-playbook run in the background; its output is read as it comes, and the load (if
     any) starts when the play that rolls the engines begins."""
 
-    def __init__(self, name, *args, inventories=(), load=None):
-        self.cmd = command(name, *args, inventories=inventories)
+    def __init__(self, name, *args, inventories=(), load=None, **how):
+        self.cmd = command(name, *args, inventories=inventories, **how)
         self.load = load
         self.lines = []
         self.t0 = time.monotonic()
@@ -358,8 +374,8 @@ class Run(object):
         show(self.cmd, "SIGKILL", self.output(), time.monotonic() - self.t0)
 
 
-def playbook(name, *args, inventories=(), load=None):
-    return Run(name, *args, inventories=inventories, load=load).wait()
+def playbook(name, *args, inventories=(), load=None, **how):
+    return Run(name, *args, inventories=inventories, load=load, **how).wait()
 
 
 def why(what, out):
@@ -381,6 +397,74 @@ def drains(out):
 
 def tree_digest(container, path):
     return on_host(container, "cd %s && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum" % path)
+
+
+def watched():
+    """{engine host: (up, drained)} as the gateway's Prometheus scrapes the engines now."""
+    out = on_host(GATEWAY, "curl -s -m 10 -G %s/api/v1/query --data-urlencode %s"
+                  % (PROM, shlex.quote('query=up{job="llmops-upstreams"}')), check=False)
+    try:
+        result = json.loads(out)["data"]["result"]
+    except (ValueError, KeyError):
+        return {}
+    return dict((r["metric"]["llmops_upstream"], (r["value"][1], r["metric"]["llmops_drained"])) for r in result)
+
+
+def hook_lines():
+    return on_host(GATEWAY, "cat %s 2>/dev/null || true" % HOOK_LOG).splitlines()
+
+
+def host_down_pages(lines, since, status="firing"):
+    return [(receiver, alert) for receiver, alert in notified(lines, "LLMEngineHostDown", status)
+            if epoch(alert["startsAt"]) >= since - 1]
+
+
+def test_a_dead_engine_host_pages_from_the_gateways_watcher():
+    """site.yml's monitoring on the dedicated gateway (the scenario's converge skips monitoring) watches
+    the three engines from there. Host 3 is frozen whole (podman pause: its engine, its network stack,
+    anything that could have alerted from it), and the gateway's Alertmanager delivers
+    LLMEngineHostDown for it, and for it alone, to a webhook on the gateway host; once it runs again
+    the page resolves. Its Watchdog reaches the same webhook. The rollouts of the next test then drain
+    and restart every host; the last test checks that none of those paged."""
+    on_host(GATEWAY, "systemctl stop %s; systemctl reset-failed %s" % (HOOK_UNIT, HOOK_UNIT), check=False)
+    on_host(GATEWAY, "printf '%%s' %s > %s && rm -f %s" % (shlex.quote(HOOK_CODE), HOOK_SCRIPT, HOOK_LOG))
+    on_host(GATEWAY, "systemd-run --unit %s /usr/bin/python3 %s %s %d" % (HOOK_UNIT, HOOK_SCRIPT, HOOK_LOG, HOOK_PORT))
+    rc, out = playbook("site", "--tags", "monitoring", "--limit", GATEWAY, skip_tags=())
+    assert rc == 0, why("site.yml --tags monitoring on the gateway failed", out)
+    t0 = time.monotonic()
+    while watched() != dict((c, ("1", "false")) for c in ENGINES) and time.monotonic() - t0 < 90:
+        time.sleep(2)
+    assert watched() == dict((c, ("1", "false")) for c in ENGINES), \
+        "the gateway's Prometheus does not see the three engines up and in rotation: %s" % watched()
+    dead = ENGINES[2]
+    since = time.time()
+    podman("pause", dead)
+    paged, waited = [], 0.0
+    try:
+        while not paged and waited < PAGE_TIMEOUT:
+            time.sleep(2)
+            paged = host_down_pages(hook_lines(), since)
+            waited = time.time() - since
+    finally:
+        podman("unpause", dead)
+    print("WATCHER: LLMEngineHostDown for %s reached the gateway's webhook %.0f s after the host froze" % (dead, waited))
+    lines = hook_lines()
+    assert paged, "no LLMEngineHostDown at the webhook within %d s of freezing %s; it got: %s; Prometheus: %s" % (
+        PAGE_TIMEOUT, dead, lines[-3:], watched())
+    assert set(a["labels"]["llmops_upstream"] for r, a in paged) == {dead}, paged
+    assert all(r == "llmops" and a["labels"]["severity"] == "critical" for r, a in paged), paged
+    # Prometheus sends a firing alert again each minute: the Watchdog may reach an Alertmanager just
+    # (re)started by the role only then.
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < PAGE_TIMEOUT:
+        lines = hook_lines()
+        if host_down_pages(lines, since, "resolved") and notified(lines, "LLMWatchdog"):
+            break
+        time.sleep(2)
+    assert host_down_pages(lines, since, "resolved"), "the page for %s did not resolve: %s" % (dead, watched())
+    assert notified(lines, "LLMWatchdog"), "no LLMWatchdog from the gateway's Alertmanager: %s" % lines[-3:]
+    assert served_version(dead).startswith(A)
+    WATCHED.update(after=time.time(), lines=len(hook_lines()))
 
 
 @pytest.fixture(scope="module")
@@ -559,3 +643,22 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert len(built) == 1 and on_host(host, "test -x %s/bin/python && echo yes" % built[0]) == "yes", built
     assert tree_digest(host, serving) == before and current(host) == serving and unit_start(host) == start
     print("LOCK CHANGE: %s built beside %s (serving, unchanged)" % (built[0], serving))
+
+
+def test_the_rollouts_drained_restarts_paged_no_one():
+    """Every host of the journey was drained, stopped and started again (killed runs, upgrades, a
+    failed start, a rollback) while the gateway's watcher scraped it: none of that paged. Not by
+    luck: the watcher did scrape drained engines that were down, and its alert path stayed alive
+    (Watchdog notifications kept coming)."""
+    assert WATCHED, "the watcher's test did not finish: nothing to compare with"
+    lines = hook_lines()
+    pages = host_down_pages(lines, WATCHED["after"])
+    out = on_host(GATEWAY, "curl -s -m 10 -G %s/api/v1/query --data-urlencode %s" % (
+        PROM, shlex.quote('query=min_over_time(up{job="llmops-upstreams", llmops_drained="true"}[3h])')))
+    drained_down = [r["metric"]["llmops_upstream"] for r in json.loads(out)["data"]["result"]
+                    if float(r["value"][1]) == 0]
+    print("WATCHER: drained engines seen down: %s; pages since the watcher's test: %d" % (sorted(set(drained_down)),
+                                                                                          len(pages)))
+    assert not pages, "a drained restart paged: %s" % [a["labels"] for r, a in pages]
+    assert set(drained_down) == set(ENGINES), "the watcher never saw every host down while drained: %s" % drained_down
+    assert notified(lines[WATCHED["lines"]:], "LLMWatchdog"), "the gateway's alert path went quiet during the journey"

@@ -93,7 +93,7 @@ def test_vllm_thresholds_render_from_the_spec():
     assert set(rules) == {"LLMEngineDown", "LLMKVCachePressure", "LLMKVCachePreempting", "LLMQueueWaitHigh",
                           "LLMTTFTP99OverSLO", "LLME2ELatencyP99OverSLO", "LLMErrorRateHigh", "GPUXidCritical",
                           "GPUXidApplication", "LLMHostDiskLow", "LLMHostDrainedLong", "LLMGatewayCertificateExpiring",
-                          "LLMWatchdog"}
+                          "LLMWatchdog", "LLMEngineHostDown"}
 
 
 def test_sglang_rules_use_the_token_usage():

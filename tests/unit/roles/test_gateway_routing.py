@@ -175,25 +175,47 @@ def server_lines(conf):
     return dict((path.stem, path.read_text().splitlines()[-1]) for path in sorted((conf / "upstream.d").iterdir()))
 
 
+def scrape_targets(folder):
+    """{engine: (address, labels)} of the gateway's Prometheus file_sd targets."""
+    out = {}
+    for path in sorted(folder.iterdir()):
+        groups = yaml.safe_load(path.read_text())
+        assert len(groups) == 1 and len(groups[0]["targets"]) == 1, groups
+        out[path.stem] = (groups[0]["targets"][0], groups[0]["labels"])
+    return out
+
+
 def test_a_cordoned_engine_is_held_down_and_comes_back_when_uncordoned_while_a_drain_is_kept(tmp_path):
-    conf = tmp_path / "gw"
+    conf, targets = tmp_path / "gw", tmp_path / "targets"
     (conf / "upstream.d").mkdir(parents=True)
     # e2 was drained by a rollout before this run: its line is down, without a cordon
     (conf / "upstream.d" / "e2.conf").write_text("server 10.0.0.2:8000 max_fails=3 fail_timeout=10s down;  # e2\n")
     cordoned = dict(ENGINES, e1=dict(ENGINES["e1"], serving_cordoned=True))
-    rc, out = render(tmp_path, engines=cordoned, gateway_vars={"gateway_config_dir": str(conf)}, server_lines=True)
+    where = {"gateway_config_dir": str(conf), "gateway_targets_dir": str(targets)}
+    rc, out = render(tmp_path, engines=cordoned, gateway_vars=where, server_lines=True)
     assert rc == 0, out[-3000:]
     lines = server_lines(conf)
     assert lines["e1"].endswith(" down;  # e1 (cordoned)") and lines["e2"].endswith(" down;  # e2"), lines
     assert " down;" not in lines["e3"], lines
     # the pool budgets count both as out of the gateways
     assert json.loads((tmp_path / "drained.json").read_text()) == ["e1", "e2"]
+    # a Prometheus beside the gateway sees the same: where each engine answers (TLS beyond loopback),
+    # and what holds it out of rotation
+    def labels(cordon, drain):
+        return {"__scheme__": "https", "llmops_cordoned": cordon, "llmops_drained": drain}
+    seen = dict((h, (addr, dict((k, v) for k, v in lab.items() if k != "llmops_upstream")))
+                for h, (addr, lab) in scrape_targets(targets).items())
+    assert seen == {"e1": ("10.0.0.1:8000", labels("true", "false")), "e2": ("10.0.0.2:8000", labels("false", "true")),
+                    "e3": ("10.0.0.3:8000", labels("false", "false"))}, seen
+    assert set(lab["llmops_upstream"] for addr, lab in scrape_targets(targets).values()) == {"e1", "e2", "e3"}
     # the cordon lifted: e1 serves again, the drain still holds e2
-    rc, out = render(tmp_path, gateway_vars={"gateway_config_dir": str(conf)}, server_lines=True)
+    rc, out = render(tmp_path, gateway_vars=where, server_lines=True)
     assert rc == 0, out[-3000:]
     lines = server_lines(conf)
     assert " down;" not in lines["e1"] and "cordoned" not in lines["e1"] and lines["e2"].endswith(" down;  # e2"), lines
     assert json.loads((tmp_path / "drained.json").read_text()) == ["e2"]
+    assert scrape_targets(targets)["e1"][1]["llmops_cordoned"] == "false"
+    assert scrape_targets(targets)["e2"][1]["llmops_drained"] == "true"
 
 
 @pytest.mark.parametrize("cordon, min_available, words", [
