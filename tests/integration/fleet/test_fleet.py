@@ -496,14 +496,24 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     starts = {c: unit_start(c) for c in ENGINES}
     links = {c: current(c) for c in ENGINES}
 
-    # 1. Bad inputs, all refused before any host changes, each naming its variable; beside them,
-    # site.yml with the spec the hosts serve: nothing to change, nothing restarts.
+    # 1. Bad inputs and a pool budget that cannot hold, all refused before any host changes, each
+    # naming its variable or pool; beside them, site.yml with the spec the hosts serve: nothing to
+    # change, nothing restarts.
     bad = {
         "serial = pool": (("site", "--tags", "rollout", "-e", "serving_rollout_serial=3"), "serving_rollout_serial"),
         "serial 0": (("site", "--tags", "rollout", "-e", "serving_rollout_serial=0"), "serving_rollout_serial"),
         "drain timeout 0": (("site", "--tags", "rollout", "-e", "rollout_drain_timeout=0"), "rollout_drain_timeout"),
         "rollback, nothing kept": (("rollback",), "rollout_state_dir"),
         "unknown target version": (("upgrade", "-e", "serving_engine_version=0.99.0"), "serving_engine_version"),
+        # A budget the pool cannot keep: the live count (three serve now, two would while one drains)
+        # refuses a changed spec's rollout, and a tune, at host 1, before it drains, naming the pool.
+        "pool budget, rollout": (("site", "--tags", "rollout", "-e", "serving_max_concurrency=7",
+                                  "-e", "serving_rollout_min_available=3"), "pool %s (%s) would keep 2 of its 3 servers"
+                                 % (MODEL, ", ".join(ENGINES))),
+        "pool budget, tune": (("tune", "-e", "tune_host=%s" % ENGINES[0], "-e", "serving_rollout_min_available=3",
+                               "-e", json.dumps({"tune_space": {"serving_max_concurrency": [4]},
+                                                 "tune_report_dir": os.path.join(workdir, "tune")})),
+                              "pool %s (%s) would keep 2 of its 3 servers" % (MODEL, ", ".join(ENGINES))),
     }
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(bad) + 1) as pool:
         runs = dict((name, pool.submit(playbook, *args)) for name, (args, dummy) in bad.items())
