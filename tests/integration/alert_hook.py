@@ -39,31 +39,28 @@ def epoch(stamp):
     return whole + float(match.group(7) or 0)
 
 
-def firing(lines, alertname, since=None):
-    """The first notification in `lines` (one webhook POST body each) with alertname firing (since
-    `since`, when given)."""
+def _alerts(lines):
+    """(body, alert) for each alert of each notification in `lines` (one webhook POST body each)."""
     for line in lines:
         try:
             body = json.loads(line)
         except ValueError:
             continue
         for alert in body.get("alerts", []):
-            if (alert.get("status") == "firing" and alert.get("labels", {}).get("alertname") == alertname
-                    and (since is None or epoch(alert["startsAt"]) >= since - 1)):
-                return body
+            yield body, alert
+
+
+def firing(lines, alertname, since=None):
+    """The first notification in `lines` with alertname firing (since `since`, when given)."""
+    for body, alert in _alerts(lines):
+        if (alert.get("status") == "firing" and alert.get("labels", {}).get("alertname") == alertname
+                and (since is None or epoch(alert["startsAt"]) >= since - 1)):
+            return body
     return None
 
 
 def notified(lines, alertname, status="firing"):
     """Every alert named alertname with that status in `lines`, as (receiver, alert) pairs in the
     order they arrived (Alertmanager sends a group's alerts again with each notification)."""
-    out = []
-    for line in lines:
-        try:
-            body = json.loads(line)
-        except ValueError:
-            continue
-        for alert in body.get("alerts", []):
-            if alert.get("status") == status and alert.get("labels", {}).get("alertname") == alertname:
-                out.append((body.get("receiver"), alert))
-    return out
+    return [(body.get("receiver"), alert) for body, alert in _alerts(lines)
+            if alert.get("status") == status and alert.get("labels", {}).get("alertname") == alertname]
