@@ -201,6 +201,7 @@ def test_a_cordoned_engine_is_held_down_and_comes_back_when_uncordoned_while_a_d
     assert json.loads((tmp_path / "drained.json").read_text()) == ["e1", "e2"]
     # a Prometheus beside the gateway sees the same: where each engine answers (TLS beyond loopback),
     # and what holds it out of rotation
+
     def labels(cordon, drain):
         return {"__scheme__": "https", "llmops_cordoned": cordon, "llmops_drained": drain}
     seen = dict((h, (addr, dict((k, v) for k, v in lab.items() if k != "llmops_upstream")))
