@@ -5,41 +5,18 @@ tests/fixtures/gpu/h200-x2-live/nvml.json and the flags of the logged argv). Run
 collection's root; prints one JSON object per log (logged and planned figures, errors in %)."""
 import json
 import os
-import re
-import sys
-import tempfile
 
-ROOT = os.getcwd()
-base = tempfile.mkdtemp()
-os.makedirs(os.path.join(base, "ansible_collections", "llmops"))
-os.symlink(ROOT, os.path.join(base, "ansible_collections", "llmops", "serving"))
-sys.path.insert(0, base)
-from ansible_collections.llmops.serving.plugins.module_utils import model as M  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.llmops.serving.plugins.module_utils import plan as P  # noqa: E402  pylint: disable=wrong-import-position
+from startup_log import FIX, M, P, number, read_log  # bench/gpu/startup_log.py, beside this script
 
-FIX = os.path.join(ROOT, "tests", "fixtures")
 CAL = os.path.join(FIX, "gpu", "calibration")
 with open(os.path.join(FIX, "gpu", "h200-x2-live", "nvml.json")) as handle:
     MEM = json.load(handle)["gpus"][0]["mem_v2"]
 H200 = MEM["total"] - MEM["reserved"]
 
-
-def number(pattern, text):
-    found = re.search(pattern, text)
-    return float(found.group(1).replace(",", "")) if found else None
-
-
 for name in sorted(os.listdir(CAL)):
     if not name.endswith(".log"):
         continue
-    with open(os.path.join(CAL, name)) as handle:
-        text = handle.read()
-    argv = re.search(r"argv: vllm serve (.*)", text).group(1).split()
-    flags = {}
-    for i, word in enumerate(argv[1:], 1):
-        if word.startswith("--"):
-            flags[word[2:]] = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else True
-    fixture = os.path.basename(argv[0])
+    text, fixture, flags = read_log(os.path.join(CAL, name))
     seqs = flags.get("max-num-seqs")
     batched = flags.get("max-num-batched-tokens")
     plan = P.make_plan(M.analyze_model(os.path.join(FIX, "qwen", fixture)), H200, 1,

@@ -22,15 +22,9 @@ set -euo pipefail
 DEST=${1:-.gpu}
 PIECE=${PIECE:-47500000}
 LIST=bench/results/h200-sglang-20261203/carried-wheels.txt
-mkdir -p "$DEST/wheels"
-grep -v '^#' "$LIST" | awk '{print $2}' | sed -E 's/^([^-]+)-([^-]+)-.*/\1==\2/' > "$DEST/wheels.txt"
-platforms=()
-for tag in manylinux1 manylinux2010 manylinux2014 manylinux_2_5 manylinux_2_12 manylinux_2_17 manylinux_2_24 \
-           manylinux_2_26 manylinux_2_27 manylinux_2_28 manylinux_2_31 manylinux_2_34 manylinux_2_35; do
-  platforms+=(--platform "${tag}_x86_64")
-done
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --abi cp312 --abi abi3 --abi none "${platforms[@]}" --platform any -d "$DEST/wheels" -r "$DEST/wheels.txt"
+# shellcheck source=bench/gpu/carried-wheels.sh
+. "$(dirname "$0")/carried-wheels.sh"
+carried_wheels "$LIST" "$DEST"
 python3 - "$DEST" "$PIECE" <<'PY'
 import os, sys, tarfile, zipfile
 dest, piece = sys.argv[1], int(sys.argv[2])

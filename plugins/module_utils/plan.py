@@ -110,9 +110,29 @@ BUDGET_RULES = dict((name, REGISTRY[name]["budget"]) for name in REGISTRY)
 # on for a gated-delta-net hybrid (mamba_cache_mode "align": the running state and the last
 # block-aligned one, MambaSpec.max_memory_usage_bytes), one otherwise. Read from the released
 # wheels: v0.10.2 to v0.14.1 switch prefix caching off for these models (MambaModelConfig), v0.15.0
-# is the first to keep it on in "align" mode (on by default for hybrids from v0.26.0; the
-# collection passes --enable-prefix-caching unless serving_enable_prefix_caching is false).
+# is the first to keep it on in "align" mode. Off by default for hybrids in v0.26.0 (engine/
+# arg_utils.py: default_prefix_caching = supported and not is_hybrid; "align" only when asked), so
+# the state count follows the flag: the collection passes --enable-prefix-caching, or
+# --no-enable-prefix-caching when serving_enable_prefix_caching is false (one state). Measured on
+# one H200 with v0.26.0 (tests/fixtures/gpu/hybrid): Qwen3.5-27B at 32768 tokens takes 42 + 6 blocks
+# a sequence with the first flag (31.33x logged), 42 + 3 with the second or with neither (33.42x,
+# 33.98x: no "align" mode when the flag is left out).
 VLLM_ALIGN_MODE_FROM = "0.15.0"
+# What vLLM's "GPU KV cache size: N tokens" line counts for a hybrid model. Up to v0.20.0 the
+# pool's blocks shared out evenly over the KV cache groups times the smallest block size
+# (v1/core/kv_cache_utils.py _report_kv_cache_config: num_blocks // groups x min block size;
+# vllm-project/vllm#40691 on v0.19.0). From v0.20.1 (read in the wheels of 0.20.1, 0.20.2, 0.22.0,
+# 0.23.0, 0.26.0 and 0.32.0) it is the maximum concurrency in tokens:
+#     N = int(num_blocks / blocks_per_sequence x max_model_len)
+# blocks_per_sequence = full groups x cdiv(max_model_len, block) + state groups x states
+# (get_max_concurrency_for_kv_cache_config, get_kv_cache_capacity), which is not the longest
+# context one sequence gets ((num_blocks - state blocks) // full groups x block). Measured on one
+# H200 with v0.26.0 at 32768 tokens (tests/fixtures/gpu/hybrid, test_plan_hybrid_h200.py): given the
+# logged KV memory, the longest context is 7.5 % (Qwen3.5-27B) and 12.7 % (Qwen3.6-35B-A3B) above
+# the logged tokens without prefix caching, 14.4 % and 22.2 % with it; the formula above gives the
+# logged figure to the token in all five starts. For one group (dense models) both are
+# num_blocks x block.
+VLLM_CONCURRENCY_TOKENS_FROM = "0.20.1"
 # The mamba state slots SGLang reserves when --max-running-requests is not given
 # (model_runner.py, v0.5.2).
 SGLANG_STATE_SLOTS = 512
@@ -365,11 +385,14 @@ def stage_weights(model, pp=1):
 
 def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", version=None,
              batched_tokens=None, num_seqs=None, available_kv_bytes=None, enforce_eager=False,
-             custom_all_reduce=True, gpu_name=None, enable_prefix_caching=True, pp=1, block_size=None):
-    """KV capacity on each GPU for one configuration. Returns a dict (no judgement). For a hybrid
-    model, kv_tokens is the longest context one sequence gets once its recurrent states are
-    counted (see hybrid_layout). block_size: the KV block the engine is given (serving_block_size),
-    else the engine's own."""
+             custom_all_reduce=True, gpu_name=None, enable_prefix_caching=True, pp=1, block_size=None,
+             max_model_len=None):
+    """KV capacity on each GPU for one configuration. Returns a dict (no judgement). For a vLLM
+    hybrid model, hybrid["longest_context_tokens"] is the longest context one sequence gets once
+    its recurrent states are counted (see hybrid_layout), and kv_tokens what vLLM logs as its "GPU
+    KV cache size" (from VLLM_CONCURRENCY_TOKENS_FROM, with max_model_len given: the maximum
+    concurrency at max_model_len in tokens; else the longest context). block_size: the KV block
+    the engine is given (serving_block_size), else the engine's own."""
     rule = budget_rule(engine, version, model)
     block = int(block_size or rule["block_size"])
     d_tokens, d_seqs = scheduler_defaults(engine, version, gpu_name, gpu_bytes)
@@ -400,11 +423,20 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
         hybrid["state_slots"] = state_slots
         if not available_kv_bytes:
             available -= state_slots * hybrid["state_bytes_per_sequence"]
+    longest = None
     if hybrid and engine != "sglang":
         block = hybrid["block_size"]
         blocks = max(0, available) // hybrid["group_bytes"]
-        tokens = max(0, blocks - hybrid["state_blocks_per_sequence"]) // hybrid["full_groups"] \
+        longest = max(0, blocks - hybrid["state_blocks_per_sequence"]) // hybrid["full_groups"] \
             * block
+        tokens = longest
+        if max_model_len and (not version or parse_version(version) >=
+                              parse_version(VLLM_CONCURRENCY_TOKENS_FROM)):
+            per_seq = hybrid["full_groups"] * -(-int(max_model_len) // block) + \
+                hybrid["state_blocks_per_sequence"]
+            # the engine's own order of operations (a float concurrency, then int of the product)
+            tokens = int(blocks / float(per_seq) * int(max_model_len))
+        hybrid["longest_context_tokens"] = int(longest)
     else:
         blocks = max(0, available) // (block * per_token)
         tokens = blocks * block
@@ -437,8 +469,15 @@ def capacity(model, gpu_bytes, tp, fraction, kv_dtype_bytes, engine="vllm", vers
     }
 
 
+def longest_context_tokens(cap):
+    """The longest context one sequence gets: kv_tokens, except for a vLLM hybrid plan, whose
+    kv_tokens is the engine's logged figure (see VLLM_CONCURRENCY_TOKENS_FROM)."""
+    hybrid = cap.get("hybrid") or {}
+    return hybrid.get("longest_context_tokens", cap["kv_tokens"])
+
+
 def _fits(cap, max_model_len):
-    return cap["available_kv_bytes"] > 0 and cap["kv_tokens"] >= max_model_len
+    return cap["available_kv_bytes"] > 0 and longest_context_tokens(cap) >= max_model_len
 
 
 def tp_error(model, tp, sizes_up_to=8):
@@ -535,10 +574,11 @@ def make_plan(model, gpu_bytes, gpu_count, tp, max_model_len, fraction=0.9, engi
     common = dict(engine=engine, version=engine_version, batched_tokens=max_num_batched_tokens,
                   num_seqs=max_num_seqs or max_concurrency, enforce_eager=enforce_eager,
                   custom_all_reduce=custom_all_reduce, gpu_name=gpu_name,
-                  enable_prefix_caching=enable_prefix_caching, pp=pp, block_size=block_size)
+                  enable_prefix_caching=enable_prefix_caching, pp=pp, block_size=block_size,
+                  max_model_len=max_model_len)
     cap = capacity(model, gpu_bytes, tp, fraction, kv_bytes,
                    available_kv_bytes=available_kv_bytes, **common)
-    kv_tokens = cap["kv_tokens"]
+    kv_tokens = longest_context_tokens(cap)
     longest = min(kv_tokens, limit) if limit else kv_tokens
     sequences, ratio = concurrency(cap, max_model_len)
     if model.get("linear_attention_layers") and not cap["hybrid"]:
@@ -619,10 +659,10 @@ def suggest_fixes(model, gpu_bytes, gpu_count, tp, max_model_len, fraction, kv_c
                           "text": "raise serving_tensor_parallel to %d: %d KV tokens per GPU%s" % (
                               bigger, other["kv_tokens"], where)})
             break
-    if cap["kv_tokens"] > 0:
-        fixes.append({"variable": "serving_max_model_len", "value": cap["kv_tokens"],
+    if longest_context_tokens(cap) > 0:
+        fixes.append({"variable": "serving_max_model_len", "value": longest_context_tokens(cap),
                       "text": "lower serving_max_model_len to %d (the longest context that fits)"
-                              % cap["kv_tokens"]})
+                              % longest_context_tokens(cap)})
     if kv_bytes > 1:
         fp8 = capacity(model, gpu_bytes, tp, fraction, 1, **common)
         if _fits(fp8, max_model_len):
@@ -664,7 +704,7 @@ def infeasible_message(model, plan):
                     plan["kv_bytes_per_token"],
                     ", plus %.2f GiB of linear-attention state" % gib(
                         hybrid["state_bytes_per_sequence"]) if hybrid else "",
-                    gib(plan["available_kv_bytes"]), plan["kv_tokens"],
+                    gib(plan["available_kv_bytes"]), longest_context_tokens(plan),
                     plan["tensor_parallel"], plan["gpu_memory_fraction"],
                     gib(plan["weights_per_gpu_bytes"])))
     return head + ". Fixes: " + "; ".join(f["text"] for f in plan["fixes"])

@@ -61,17 +61,25 @@ RUNS = {
 }
 
 
-def read_run(name):
-    """The flags of the logged argv (first line) and the engine's figures of one start-up."""
-    with open(os.path.join(CALIBRATION, name), encoding="utf-8") as handle:
-        text = handle.read()
+def logged_argv(text):
+    """The model folder's name and the flags of a start-up log's argv (its first line)."""
     argv = re.search(r"argv: vllm serve (.*)", text.splitlines()[0]).group(1).split()
     flags = {}
     for i, word in enumerate(argv[1:], 1):
         if word.startswith("--"):
             flags[word[2:]] = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else True
+    return os.path.basename(argv[0]), flags
+
+
+def read_run(name, folder=CALIBRATION):
+    """The flags of the logged argv (first line) and the engine's figures of one start-up, with
+    its whole text."""
+    with open(os.path.join(folder, name), encoding="utf-8") as handle:
+        text = handle.read()
+    model, flags = logged_argv(text)
     return {
-        "model": os.path.basename(argv[0]),
+        "text": text,
+        "model": model,
         "flags": flags,
         "version": re.search(r"version (\d+\.\d+\.\d+)", text).group(1),
         "available_gib": number(r"Available KV cache memory: ([\d.]+) GiB", text),
