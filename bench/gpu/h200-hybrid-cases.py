@@ -1,6 +1,6 @@
 """Writes bench/gpu/h200-hybrid-cases.txt: the vLLM 0.26.0 starts of the hybrid (Gated DeltaNet)
-Qwen3.5/3.6 shapes for bench/gpu/h200-calibration.sh with RUN=hybrid MODEL_DIR=config (issue 49,
-item 5), one per line, with the argv the collection renders: plugins/module_utils/engine_args.py render("vllm", "0.26.0", spec, extra_args=...).
+Qwen3.5/3.6 shapes for bench/gpu/h200-calibration.sh with RUN=hybrid MODEL_DIR=config, one per
+line, with the argv the collection renders: plugins/module_utils/engine_args.py render("vllm", "0.26.0", spec, extra_args=...).
 The spec is the engine role's default (roles/serving_spec/defaults/main.yml: serving_gpu_memory_fraction,
 serving_max_concurrency, serving_enable_prefix_caching) at max_model_len 32768, TP 1, with and without
 prefix caching. Two flags come in as serving_engine_extra_args, since the fixtures hold a config and

@@ -85,11 +85,11 @@ def test_kv_tokens_are_the_logged_ones_given_the_engines_kv_memory(name):
     assert plan["block_size"] == run["block_size"]
     assert plan["hybrid"]["states"] == (2 if run["align"] else 1)
     assert plan["max_concurrency_ratio"] == run["concurrency"]
-    # what "GPU KV cache size" counts: int(num_blocks / blocks a sequence x max_model_len); within
-    # 3 % (the bar), and measured to the token on 2026-12-07
+    # what "GPU KV cache size" counts: int(num_blocks / blocks a sequence x max_model_len): within
+    # 3 %, and to the token given the engine's KV memory
     assert abs(plan["kv_tokens"] - run["tokens"]) <= 0.03 * run["tokens"]
     assert plan["kv_tokens"] == run["tokens"]
-    # the longest context one sequence gets (the plan's kv_tokens before) stays in the plan, and is
+    # the longest context one sequence gets stays in the plan apart, and is
     # 7.5 to 22.2 % above the logged figure
     hybrid = plan["hybrid"]
     assert hybrid["longest_context_tokens"] == \
