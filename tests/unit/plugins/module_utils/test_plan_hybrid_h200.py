@@ -9,8 +9,8 @@ of the H200 that ran them (host.txt: torch.cuda.mem_get_info's total).
 
 What the logs settle:
   * vLLM's "GPU KV cache size" of a hybrid model is its maximum concurrency at max-model-len in
-    tokens (plan.VLLM_CONCURRENCY_TOKENS_FROM), not the longest context one sequence gets, which
-    the planner reported before: 7.5 to 22.2 % above the log given the engine's own KV memory;
+    tokens (plan.VLLM_CONCURRENCY_TOKENS_FROM), not the longest context one sequence gets, which is
+    7.5 to 22.2 % above the log given the engine's own KV memory;
   * the layout is the planner's: the block size vLLM sets (784, 1056), the state pages, two states a
     linear layer with prefix caching ("align") and one without, the maximum concurrency to the
     hundredth;
