@@ -207,29 +207,31 @@ def test_the_scheduler_and_cache_knobs_take_effect_in_the_running_engine(host):
     assert {k: info.get(k) for k in SGLANG_SERVER_ARGS} == SGLANG_SERVER_ARGS, sorted(info)
 
 
-# Run inside the engine host: LOW streamed requests of the low priority fill the engine's running
-# slots and its queue; once the engine's /metrics shows requests waiting, one of the high priority is
-# sent. Printed: how many lows were waiting (no token yet) when it was sent, and how many of those had
-# a token by the time the high one got its first. Every stream is closed then (the engine aborts them).
-# The running lows end one at a time, so each freed slot goes to one request: first come, first
-# served gives it to the queued lows first (all of them ahead of the high one), priority to the high
-# one (none ahead).
+# Run inside the engine host. LOWS streamed requests of the low priority, each of LENGTH tokens, fill
+# the engine's SLOTS running slots and queue the rest. Once every running one has streamed a token and
+# the engine's /metrics counts the others waiting, one request of the high priority is sent; once the
+# engine counts it waiting too, the client closes the stream of one running low, which the engine
+# aborts: a slot frees at a moment the probe chooses, with every competitor already queued. First come,
+# first served gives it to the oldest queued low; priority to the high one. Printed: whether each state
+# was reached, how many lows were queued, and how many of those had a token before the high one got its
+# first. Every stream is closed at the end (the engine aborts them).
 PRIORITY_PROBE = r"""
-import http.client, json, re, sys, threading, time
+import http.client, json, re, socket, sys, threading, time
 host, port, key, model, low, high, waiting_metric = sys.argv[1:8]
+lows = ["low%d" % i for i in range(int(sys.argv[8]))]
+slots, length = int(sys.argv[9]), int(sys.argv[10])
 first = {}
-conns = []
+conns = {}
 def stream(name, priority, max_tokens):
     conn = http.client.HTTPConnection(host, int(port), timeout=300)
-    conns.append(conn)
+    conns[name] = conn
     body = {"model": model, "stream": True, "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0,
             "priority": int(priority), "messages": [{"role": "user", "content": "Write a long story, %s." % name}]}
     try:
         conn.request("POST", "/v1/chat/completions", json.dumps(body),
                      {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
-        resp = conn.getresponse()
-        for line in resp:
-            if line.startswith(b"data: {") and b'"content"' in line and name not in first:
+        for line in conn.getresponse():
+            if line.startswith(b"data: {") and name not in first:
                 first[name] = time.monotonic()
     except Exception:
         pass
@@ -238,27 +240,26 @@ def waiting():
     conn.request("GET", "/metrics")
     text = conn.getresponse().read().decode()
     return sum(float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(waiting_metric), text, re.M))
-lows = ["low%d" % i for i in range(int(sys.argv[8]))]
-# each low of its own length: the running ones end one at a time, each freeing one slot
-for i, name in enumerate(lows):
-    threading.Thread(target=stream, args=(name, low, 120 + 30 * i), daemon=True).start()
-# until the running ones all streamed a token and at least three wait (queued: no token yet)
-deadline = time.monotonic() + 90
-while time.monotonic() < deadline:
-    queue = waiting()
-    if queue >= 3 and len(first) + queue >= len(lows):
-        break
-    time.sleep(0.2)
+def until(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+for name in lows:
+    threading.Thread(target=stream, args=(name, low, length), daemon=True).start()
+full = until(lambda: len(first) >= slots and waiting() >= len(lows) - slots, 120)
 queued = [n for n in lows if n not in first]
 threading.Thread(target=stream, args=("high", high, 8), daemon=True).start()
-deadline = time.monotonic() + 120
-while "high" not in first and time.monotonic() < deadline:
-    time.sleep(0.05)
+high_queued = until(lambda: "high" in first or waiting() >= len(queued) + 1, 60)
+victim = min((n for n in lows if n in first), key=first.get)
+conns[victim].sock.shutdown(socket.SHUT_RDWR)
+until(lambda: "high" in first, 60)
 ahead = [n for n in queued if n in first and first[n] < first.get("high", float("inf"))]
-print(json.dumps({"queued": len(queued), "ahead_of_high": len(ahead), "high_served": "high" in first}))
-for conn in conns:
+print(json.dumps({"full": full, "high_queued": high_queued, "queued": len(queued), "ahead_of_high": len(ahead),
+                  "high_served": "high" in first}))
+for conn in conns.values():
     try:
-        conn.sock.close()
+        conn.sock.shutdown(socket.SHUT_RDWR)
     except Exception:
         pass
 """
@@ -267,19 +268,23 @@ for conn in conns:
 def test_priority_scheduling_serves_a_high_priority_request_before_those_queued_ahead_of_it(host):
     """serving_priority_scheduling in the running engine: with every running slot taken and requests
     of a low priority queued, a request of a high priority (vLLM: a lower value, SGLang: a higher one)
-    gets its first token before any of those queued before it. First come, first served (the flag
-    dropped) would serve the queue first."""
+    gets the next free slot, before any of those queued before it. First come, first served (the flag
+    dropped) gives that slot to the oldest queued low."""
     low, high = (10, 0) if ENGINE == "vllm" else (0, 10)
     waiting = {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs"}[ENGINE]
+    # Eight running (the scenario's serving_max_concurrency) and four queued. The running ones must
+    # outlast the probe's steps: 3000 tokens on vLLM; on SGLang the eight share the CPU profile's KV
+    # pool of 4096 tokens (stacks/profiles.yml, max-total-tokens), so 440 each.
+    length = 3000 if ENGINE == "vllm" else 440
     host.run("cat > /tmp/priority_probe.py <<'EOF'\n%s\nEOF" % PRIORITY_PROBE)
     hostname, port = LISTEN.rsplit(":", 1)
-    # eight running (the scenario's serving_max_concurrency) and four queued
     out = host.check_output("python3 /tmp/priority_probe.py %s" % " ".join(
-        shlex.quote(str(a)) for a in (hostname, port, API_KEY, MODEL, low, high, waiting, 12)))
+        shlex.quote(str(a)) for a in (hostname, port, API_KEY, MODEL, low, high, waiting, 12, 8, length)))
     result = json.loads(out.splitlines()[-1])
     print("priority probe (%s): %s" % (ENGINE, result))
-    assert result["high_served"] and result["queued"] >= 2, result
-    assert result["ahead_of_high"] == 0, result
+    assert result["full"] and result["queued"] >= 2, ("the running slots never filled with lows queued", result)
+    assert result["high_queued"], ("the engine never counted the high-priority request waiting", result)
+    assert result["high_served"] and result["ahead_of_high"] == 0, result
 
 
 @pytest.mark.parametrize("key", [None, "wrong-key-0123456789"])
