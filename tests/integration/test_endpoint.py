@@ -251,8 +251,9 @@ full = until(lambda: len(first) >= slots and waiting() >= len(lows) - slots, 120
 queued = [n for n in lows if n not in first]
 threading.Thread(target=stream, args=("high", high, 8), daemon=True).start()
 high_queued = until(lambda: "high" in first or waiting() >= len(queued) + 1, 60)
-victim = min((n for n in lows if n in first), key=first.get)
-conns[victim].sock.shutdown(socket.SHUT_RDWR)
+running = [n for n in lows if n in first]
+if running:
+    conns[min(running, key=first.get)].sock.shutdown(socket.SHUT_RDWR)
 until(lambda: "high" in first, 60)
 ahead = [n for n in queued if n in first and first[n] < first.get("high", float("inf"))]
 print(json.dumps({"full": full, "high_queued": high_queued, "queued": len(queued), "ahead_of_high": len(ahead),
@@ -273,9 +274,10 @@ def test_priority_scheduling_serves_a_high_priority_request_before_those_queued_
     low, high = (10, 0) if ENGINE == "vllm" else (0, 10)
     waiting = {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs"}[ENGINE]
     # Eight running (the scenario's serving_max_concurrency) and four queued. The running ones must
-    # outlast the probe's steps: 3000 tokens on vLLM; on SGLang the eight share the CPU profile's KV
-    # pool of 4096 tokens (stacks/profiles.yml, max-total-tokens), so 440 each.
-    length = 3000 if ENGINE == "vllm" else 440
+    # outlast the probe's steps: as long as the scenarios' context of 1024 tokens lets them
+    # (serving_max_model_len, .config/molecule/config.yml) on vLLM; on SGLang the eight share the CPU
+    # profile's KV pool of 4096 tokens (stacks/profiles.yml, max-total-tokens), so 440 each.
+    length = 960 if ENGINE == "vllm" else 440
     host.run("cat > /tmp/priority_probe.py <<'EOF'\n%s\nEOF" % PRIORITY_PROBE)
     hostname, port = LISTEN.rsplit(":", 1)
     out = host.check_output("python3 /tmp/priority_probe.py %s" % " ".join(
