@@ -8,7 +8,8 @@ for each step the requests sent, those that failed before their first token, and
 after it. A watcher on the gateway records how many engines were drained at once. In the upgrade,
 long streams go to host 1 directly from its drain until the rollout's wait begins, so that the wait
 has requests to wait for. The load starts with the play that rolls the engines (the plays before it
-restart nothing) and lasts to the end of the run.
+restart nothing) and lasts to the end of the run. At the end, host 3 serves a pool of its own: the
+load goes to both pools while a rollout and a tune run, which must never drain that pool's one host.
 """
 import concurrent.futures
 import json
@@ -134,10 +135,10 @@ def drained_now():
 
 
 class StreamLoad(object):
-    """Streamed chat completions through the gateway from a few threads until stopped, and a watcher
-    of the gateway's drained engines."""
+    """Streamed chat completions of one model (a pool) through the gateway from a few threads until
+    stopped, and a watcher of the gateway's drained engines."""
 
-    def __init__(self):
+    def __init__(self, model=MODEL):
         import openai
         pem = on_host(GATEWAY, "cat /etc/nginx/llmops/gateway.crt")
         self.cafile = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)
@@ -149,9 +150,11 @@ class StreamLoad(object):
         self.client = openai.OpenAI(base_url="https://%s:8443/v1" % address(GATEWAY), api_key=KEY, max_retries=0,
                                     timeout=120, http_client=openai.DefaultHttpx2Client(verify=ctx, trust_env=False))
         self.openai = openai
+        self.model = model
         self.sent = self.failed = self.cut = self.completed = 0
         self.errors = []
         self.max_drained = 0
+        self.seen_drained = set()
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
         self.threads = [threading.Thread(target=self.run, daemon=True) for dummy in range(LOAD_STREAMS)]
@@ -166,7 +169,7 @@ class StreamLoad(object):
         chunks, finish, tokens = 0, None, None
         try:
             stream = self.client.chat.completions.create(
-                model=MODEL, messages=[{"role": "user", "content": "Tell a long story."}], stream=True,
+                model=self.model, messages=[{"role": "user", "content": "Tell a long story."}], stream=True,
                 max_tokens=STREAM_TOKENS, temperature=0.7, top_p=0.8, stream_options={"include_usage": True},
                 extra_body={"min_tokens": STREAM_TOKENS, "ignore_eos": True})
             for chunk in stream:
@@ -267,9 +270,10 @@ class StreamLoad(object):
 
     def watch(self):
         while not self.stop_event.is_set() and time.monotonic() - self.t0 < LOAD_MAX_SECONDS:
-            n = len(drained_now())
+            drained = drained_now()
             with self.lock:
-                self.max_drained = max(self.max_drained, n)
+                self.max_drained = max(self.max_drained, len(drained))
+                self.seen_drained.update(drained)
             time.sleep(0.5)
 
     def __enter__(self):
@@ -285,8 +289,8 @@ class StreamLoad(object):
 
     def report(self, what):
         seconds = (self.t1 - self.t0) if self.t0 is not None else 0
-        print("LOAD %s: sent %d, failed %d, streams cut %d, completed %d in %.0f s; at most %d engine(s) drained at once%s"
-              % (what, self.sent, self.failed, self.cut, self.completed, seconds, self.max_drained,
+        print("LOAD %s (%s): sent %d, failed %d, streams cut %d, completed %d in %.0f s; at most %d engine(s) drained at once%s"
+              % (what, self.model, self.sent, self.failed, self.cut, self.completed, seconds, self.max_drained,
                  (" first errors: %s" % self.errors[:4]) if self.errors else ""))
 
     def assert_clean(self):
@@ -653,6 +657,52 @@ def test_fleet_rollouts_bad_inputs_rollback_and_recovery(workdir):
     assert len(built) == 1 and on_host(host, "test -x %s/bin/python && echo yes" % built[0]) == "yes", built
     assert tree_digest(host, serving) == before and current(host) == serving and unit_start(host) == start
     print("LOCK CHANGE: %s built beside %s (serving, unchanged)" % (built[0], serving))
+
+    # 7. Two pools behind the gateway, one of a single host: host 3 serves the model under a name of
+    # its own (its move to that pool of one is allowed by a budget of 0 for that run only). Then,
+    # with load on both pools, a changed spec rolls hosts 1 and 2 one at a time and is refused at
+    # host 3, naming its pool; tune.yml is refused for host 3 and drains host 1 (host 2 keeps its
+    # pool serving). No request of either pool fails.
+    solo = MODEL + "-solo"
+    pools, change = os.path.join(workdir, "pools.yml"), os.path.join(workdir, "change.yml")
+    with open(pools, "w") as f:
+        f.write("all:\n  hosts:\n    %s:\n      serving_model: {name: %s, source: 'synthetic://%s'}\n"
+                % (ENGINES[2], solo, MODEL))
+    with open(change, "w") as f:
+        f.write("all:\n  hosts:\n" + "".join("    %s: {serving_max_concurrency: 7}\n" % c for c in ENGINES))
+    spec = ("-e", "serving_stack=cpu") + spec
+    rc, out = playbook("site", *spec, "-e", "serving_rollout_min_available=0", inventories=[pools])
+    assert rc == 0 and sorted(rolled(out)) == [ENGINES[2]], why("host 3 did not move alone to a pool of its own", out)
+    starts = {c: unit_start(c) for c in ENGINES}
+    refused = "pool %s (%s) would keep 0 of its 1 servers" % (solo, ENGINES[2])
+    tune_load = {"tune_rates": [1], "tune_rate_duration_s": 4, "tune_requests_per_rate": 4, "tune_warmup_requests": 1,
+                 "tune_max_tokens_cap": 16, "tune_document_chars": 200, "tune_request_timeout_s": 60,
+                 "tune_restart_s": 120, "tune_refine": False, "tune_space": {"serving_max_concurrency": [7]},
+                 "tune_sla": [{"metric": "e2el", "percentile": 99, "bound_ms": 60000}],
+                 "tune_report_dir": os.path.join(workdir, "tune-pools")}
+    rc, out = playbook("tune", "-e", "tune_host=%s" % ENGINES[2], "-e", json.dumps(tune_load), *spec,
+                       inventories=[pools, change])
+    assert rc != 0 and refused in out, why("tune.yml of host 3, alone in its pool, was not refused naming it", out)
+    with StreamLoad() as load, StreamLoad(model=solo) as load_solo:
+        load.start()
+        load_solo.start()
+        rc, out = playbook("site", "--tags", "rollout", *spec, inventories=[pools, change], load=load)
+        with load.lock:
+            drained_by_rollout, load.seen_drained = load.seen_drained, set()
+        tuned = playbook("tune", "-e", "tune_host=%s" % ENGINES[0], "-e", json.dumps(tune_load), *spec,
+                         inventories=[pools, change])
+    load.report("during a rollout and a tune of its pool")
+    load_solo.report("beside them, on the pool of host 3")
+    assert rc != 0 and sorted(rolled(out)) == ENGINES[:2] and refused in out, \
+        why("the rollout did not roll hosts 1 and 2 and refuse host 3 naming its pool", out)
+    assert tuned[0] == 0 and "TUNE PLAN %s" % ENGINES[0] in tuned[1], why("tune.yml of host 1 failed", tuned[1])
+    load.assert_clean()
+    load_solo.assert_clean()
+    # what the gateway held drained while each ran (the load's watcher): one host at a time, never host 3
+    assert drained_by_rollout == set(ENGINES[:2]) and load.seen_drained == {ENGINES[0]}, \
+        (drained_by_rollout, load.seen_drained)
+    assert drained_now() == [] and unit_start(ENGINES[2]) == starts[ENGINES[2]]
+    assert [unit_start(c) != starts[c] for c in ENGINES[:2]] == [True, True]
 
 
 def test_the_rollouts_drained_restarts_paged_no_one():
