@@ -22,7 +22,7 @@ def counted_lines(text):
     data_lines = 0
     if isinstance(root, yaml.SequenceNode):
         for task in root.value:
-            keys = [key.value for key, _ in task.value] if isinstance(task, yaml.MappingNode) else []
+            keys = [key.value for key, dummy in task.value] if isinstance(task, yaml.MappingNode) else []
             if CHECKS in keys:
                 data_lines += task.end_mark.line - task.start_mark.line
     return len(text.splitlines()) - data_lines
