@@ -147,6 +147,15 @@ def test_a_pool_without_priority_scheduling_passes_bodies_unchanged(tmp_path):
     assert route(tmp_path, [dict(client="team-a", body=body)])[0]["body"] == body
 
 
+def test_sglang_beside_vllm_in_one_pool_schedules_lower_values_first_with_its_flag(tmp_path):
+    sglang = dict(ENGINES["e2"], serving_engine="sglang",
+                  serving_engine_extra_args={"schedule-low-priority-values-first": True})
+    rc, out = render(tmp_path, engines=dict(ENGINES, e2=sglang))
+    assert rc == 0, out[-3000:]
+    body = json.dumps({"model": "qwen36", "messages": []})
+    assert json.loads(route(tmp_path, [dict(client="team-a", body=body)])[0]["body"])["priority"] == -10
+
+
 @pytest.mark.parametrize("engines, clients, group_vars, words", [
     # an adapter named like another pool's model
     (dict(ENGINES, e3=dict(ENGINES["e3"], serving_lora_adapters={"support": "/srv/adapters/support"})), None, None,
@@ -154,6 +163,13 @@ def test_a_pool_without_priority_scheduling_passes_bodies_unchanged(tmp_path):
     # two hosts of one pool with different adapters
     (dict(ENGINES, e2=dict(ENGINES["e2"], serving_lora_adapters={})), None, None,
      "list different LoRA adapters (e1 [\"qwen36\", \"support\"]; e2 [\"qwen36\"])"),
+    # one host of a pool that schedules by priority and one that does not: the client's own value
+    # would reach the second, whichever the gateway wrote for the first
+    (dict(ENGINES, e2=dict(ENGINES["e2"], serving_priority_scheduling=False)), None, None,
+     "schedule by priority differently (e1: priority, lower values first; e2: no priority)"),
+    # SGLang beside vLLM in one pool, each in its own order: one value would mean opposite things
+    (dict(ENGINES, e2=dict(ENGINES["e2"], serving_engine="sglang")), None, None,
+     "(e1: priority, lower values first; e2: priority, higher values first)"),
     # client priorities, and no engine that schedules by them
     (dict((h, dict(v, serving_priority_scheduling=False)) for h, v in ENGINES.items()), None, None,
      "no engine behind this gateway schedules by priority"),
