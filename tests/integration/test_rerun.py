@@ -99,6 +99,8 @@ BAD_INPUTS = {
                                                {"name": "team-a", "key": "molecule-dup-key-b-0123456789"}]},
                          "gateway_api_keys"),
     "kv_threshold": ({"monitoring_vllm_kv_cache_usage_max": 1.5}, "monitoring_vllm_kv_cache_usage_max"),
+    # a host the pool budget would not count (as with -e serving_hosts=<a group outside it>)
+    "outside_pool_group": ({"rollout_pool_group": "llm_canaries"}, "is not in group llm_canaries (rollout_pool_group)"),
     # alerts that reach no one: neither a webhook nor receivers, and no opt-out
     "no_alert_receiver": ({"monitoring_alert_webhook_url": ""}, "monitoring_alerts_undelivered: true"),
     # keys as users really type them
