@@ -127,6 +127,19 @@ def observe(state_path, current_link, model_path, chat_template, units, is_activ
                 running_engine=running)
 
 
+def engine_health(url, fetch, timeout=5.0):
+    """Whether the engine answers its health URL with 200 within timeout: (healthy, why not).
+
+    An active unit is not a serving engine: one still loading, wedged (stopped by a signal, its GPU
+    gone) or erroring answers late or otherwise, and a pool's budget must not count it.
+    fetch(url, timeout) returns the HTTP status, raising on a connection failure or timeout."""
+    try:
+        status = fetch(url, timeout)
+    except Exception as e:  # pylint: disable=broad-except
+        return False, "%s: %s" % (url, str(e)[:200] or type(e).__name__)
+    return status == 200, ("" if status == 200 else "%s answered %s" % (url, status))
+
+
 def reasons(observed, desired, unit_changed):
     """Why the host must restart onto desired (empty: it serves the spec). desired has engine, venv,
     model and chat_template; unit_changed is the engine role's prediction for unit, environment,

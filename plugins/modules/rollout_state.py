@@ -57,6 +57,19 @@ options:
     description: Whether the host is cordoned for maintenance (C(serving_cordoned)), for O(metrics_file).
     type: bool
     default: false
+  health_url:
+    description:
+      - The running engine's health URL on the host (C(serving_spec_engine_url) and the engine's health path).
+      - When given and an engine unit is active, it is asked too (RV(healthy)), since an active unit still loading or
+        wedged serves nothing.
+    type: str
+  ca_path:
+    description: The CA an https engine's certificate is checked against (C(serving_spec_engine_ca)).
+    type: path
+  health_timeout:
+    description: Seconds the health answer may take (a wedged engine never answers).
+    type: float
+    default: 5.0
 notes:
   - In check mode an O(update) is predicted, not written, and no metrics file is written.
 attributes:
@@ -112,6 +125,16 @@ running_engine:
   description: The engine whose unit is active (empty when none is).
   returned: always
   type: str
+healthy:
+  description:
+    - Whether the running engine answered O(health_url) with 200 within O(health_timeout). Null when O(health_url) was not
+      given; false when no engine unit is active.
+  returned: always
+  type: bool
+health_error:
+  description: Why the engine does not count as healthy (empty when it does, or when O(health_url) was not given).
+  returned: always
+  type: str
 metrics_written:
   description: Whether O(metrics_file) was written now (false when it held the same, or its folder is missing).
   returned: always
@@ -121,7 +144,7 @@ metrics_written:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import rollout
+from ansible_collections.llmops.serving.plugins.module_utils import readiness, rollout
 
 
 def main():
@@ -135,6 +158,9 @@ def main():
             update=dict(type="dict"),
             metrics_file=dict(type="path"),
             cordoned=dict(type="bool", default=False),
+            health_url=dict(type="str"),
+            ca_path=dict(type="path"),
+            health_timeout=dict(type="float", default=5.0),
         ),
         supports_check_mode=True,
     )
@@ -152,6 +178,13 @@ def main():
                                p["units"], is_active)
     except ValueError as e:
         module.fail_json(msg=str(e))
+    healthy, health_error = None, ""
+    if p["health_url"]:
+        healthy, health_error = False, "no engine unit is active"
+        if seen["running_engine"]:
+            healthy, health_error = rollout.engine_health(p["health_url"], lambda url, timeout: readiness.http(
+                "GET", url, timeout=timeout, ca_path=p["ca_path"])[0], p["health_timeout"])
+    seen.update(healthy=healthy, health_error=health_error)
     changed = False
     if p["update"] is not None:
         new = rollout.merge(seen["state"], p["update"])

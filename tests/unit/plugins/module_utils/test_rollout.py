@@ -91,10 +91,12 @@ def test_the_module_documents_what_it_returns():
     import yaml
     from ansible_collections.llmops.serving.plugins.modules import rollout_state
     returns = yaml.safe_load(rollout_state.RETURN)
-    seen_keys = {"state", "current", "model_build", "chat_template_sha256", "running_engine", "metrics_written"}
+    seen_keys = {"state", "current", "model_build", "chat_template_sha256", "running_engine", "healthy", "health_error",
+                 "metrics_written"}
     assert set(returns) == seen_keys
     doc = yaml.safe_load(rollout_state.DOCUMENTATION)
-    assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update", "metrics_file", "cordoned"}
+    assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update", "metrics_file", "cordoned",
+                                   "health_url", "ca_path", "health_timeout"}
     json.dumps(yaml.safe_load(rollout_state.EXAMPLES))
 
 
