@@ -47,3 +47,15 @@ def test_a_host_alert_that_could_never_fire_is_refused(tmp_path, variables, word
     assert rc != 0, out[-3000:]
     assert "monitoring_drained_max_seconds and monitoring_certificate_expiry_days must be positive" in out and words in out, \
         out[-3000:]
+
+
+@pytest.mark.parametrize("variables, words", [
+    ({"monitoring_alertmanager_listen": "0.0.0.0:9093"}, "monitoring_alertmanager_listen (0.0.0.0:9093) listens beyond"),
+    ({"monitoring_prometheus_listen": "10.0.0.5:9090"}, "monitoring_prometheus_listen (10.0.0.5:9090) listens beyond"),
+])
+def test_prometheus_or_alertmanager_beyond_loopback_needs_the_opt_in(tmp_path, variables, words):
+    """Neither asks who calls: an open Alertmanager lets anyone silence the alerts."""
+    rc, out = check(tmp_path, **variables)
+    assert rc != 0 and words in out and "monitoring_allow_open_network: true" in out, out[-3000:]
+    rc, out = check(tmp_path, monitoring_allow_open_network=True, **variables)
+    assert rc == 0, out[-3000:]
