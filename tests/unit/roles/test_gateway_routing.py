@@ -139,12 +139,16 @@ def test_each_name_goes_to_the_pool_that_serves_it_with_the_clients_priority(tmp
         assert refused["returned"][1]["error"]["code"] == "invalid_json"
 
 
-def test_a_pool_without_priority_scheduling_passes_bodies_unchanged(tmp_path):
+def test_a_pool_without_priority_scheduling_gets_priority_0_whatever_the_client_sent(tmp_path):
+    """0 is every engine's default; the client's own value would reach a host that a rollout has
+    just switched to priority scheduling, before the gateway's file is rewritten."""
     engines = dict(ENGINES, e3=dict(ENGINES["e3"], serving_priority_scheduling=False))
     rc, out = render(tmp_path, engines=engines)
     assert rc == 0, out[-3000:]
     body = json.dumps({"model": "qwen36-long", "messages": [], "priority": 3})
-    assert route(tmp_path, [dict(client="team-a", body=body)])[0]["body"] == body
+    routed = route(tmp_path, [dict(client="team-a", body=body)])[0]
+    assert routed["pool"] == "llmops_engines_1" and routed["body"] == body[:-1] + ',"priority":0}', routed
+    assert json.loads(routed["body"])["priority"] == 0 and routed["priority"] == "0"
 
 
 def test_sglang_beside_vllm_in_one_pool_schedules_lower_values_first_with_its_flag(tmp_path):
