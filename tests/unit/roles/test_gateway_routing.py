@@ -48,7 +48,7 @@ console.log(JSON.stringify(out));
 
 
 def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least_conn", gateway_vars=None,
-           server_lines=False):
+           server_lines=False, more_tasks=()):
     """(rc, output) of the play; the rendered upstream.conf and gateway.mjs land in tmp_path. With
     server_lines, the role's upstreams.yml writes each engine's server line in gateway_config_dir, and
     the hosts its drained.yml finds held down go to tmp_path/drained.json."""
@@ -77,7 +77,7 @@ def render(tmp_path, engines=None, clients=None, group_vars=None, balance="least
         {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "drained.yml"}},
         {"ansible.builtin.copy": {"content": "{{ gateway_drained_hosts | to_json }}", "dest": str(tmp_path / "drained.json"),
                                   "mode": "0644"}},
-    ] if server_lines else [])}]
+    ] if server_lines else []) + list(more_tasks)}]
     (tmp_path / "play.yml").write_text(json.dumps(play))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
     res = subprocess.run([PLAYBOOK, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml")],
@@ -229,6 +229,13 @@ def test_a_cordoned_engine_is_held_down_and_comes_back_when_uncordoned_while_a_d
     assert seen == {"e1": ("10.0.0.1:8000", labels("true", "false")), "e2": ("10.0.0.2:8000", labels("false", "true")),
                     "e3": ("10.0.0.3:8000", labels("false", "false"))}, seen
     assert set(lab["llmops_upstream"] for addr, lab in scrape_targets(targets).values()) == {"e1", "e2", "e3"}
+    # a rollout that restarts the cordoned e1 puts it back as it ends (the gateway's drain.yml, active):
+    # its cordon keeps it out, and the line is not even rewritten
+    undrain = {"ansible.builtin.include_role": {"name": "llmops.serving.gateway", "tasks_from": "drain.yml"},
+               "vars": {"gateway_drain_host": "e1", "gateway_drain_state": "active"}}
+    rc, out = render(tmp_path, engines=cordoned, gateway_vars=where, more_tasks=[undrain])
+    assert rc == 0 and "e1 is active, and held out by its cordon (serving_cordoned)" in out, out[-3000:]
+    assert server_lines(conf)["e1"].endswith(" down;  # e1 (cordoned)"), server_lines(conf)
     # the cordon lifted: e1 serves again, the drain still holds e2
     rc, out = render(tmp_path, gateway_vars=where, server_lines=True)
     assert rc == 0, out[-3000:]
