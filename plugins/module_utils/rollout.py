@@ -127,17 +127,37 @@ def observe(state_path, current_link, model_path, chat_template, units, is_activ
                 running_engine=running)
 
 
-def engine_health(url, fetch, timeout=5.0):
-    """Whether the engine answers its health URL with 200 within timeout: (healthy, why not).
+def health_urls(address, path, tls_first):
+    """The URLs to ask for an engine's health at address (HOST:PORT): https first where the host
+    has the collection's CA (its engine may serve TLS), then plain http. A run that changes the
+    engine's TLS asks a member that still serves the other way."""
+    schemes = ("https", "http") if tls_first else ("http",)
+    return ["%s://%s%s" % (scheme, address, path) for scheme in schemes]
+
+
+def engine_health(urls, fetch, timeout=5.0):
+    """Whether the engine answers one of urls with 200 within timeout: (healthy, why not).
 
     An active unit is not a serving engine: one still loading, wedged (stopped by a signal, its GPU
     gone) or erroring answers late or otherwise, and a pool's budget must not count it.
-    fetch(url, timeout) returns the HTTP status, raising on a connection failure or timeout."""
-    try:
-        status = fetch(url, timeout)
-    except Exception as e:  # pylint: disable=broad-except
-        return False, "%s: %s" % (url, str(e)[:200] or type(e).__name__)
-    return status == 200, ("" if status == 200 else "%s answered %s" % (url, status))
+    fetch(url, timeout) returns the HTTP status, raising on a connection failure or a timeout. The
+    next URL is tried only after a connection failure (another scheme), never after a timeout or
+    an answer: a wedged engine costs one timeout."""
+    why = []
+    for url in urls:
+        try:
+            status = fetch(url, timeout)
+        except Exception as e:  # pylint: disable=broad-except
+            text = str(e)[:200] or type(e).__name__
+            why.append("%s: %s" % (url, text))
+            if "timed out" in text.lower() or isinstance(e, TimeoutError):
+                break
+            continue
+        if status == 200:
+            return True, ""
+        why.append("%s answered %s" % (url, status))
+        break
+    return False, "; ".join(why)
 
 
 def reasons(observed, desired, unit_changed):
@@ -170,8 +190,8 @@ def pool_budget(host, pools, available, draining, min_available):
 
     pools:     {host: pool name} of the hosts that serve an API (an instance's rank 0), the model
                each serves; the hosts of one name form a pool (the gateway's upstream).
-    available: {host: bool} whether each serves now: reachable, its engine active and not drained,
-               neither in its own state nor on the gateways.
+    available: {host: bool} whether each serves now: reachable, its engine active and answering its
+               health path (engine_health), not drained, neither in its own state nor on the gateways.
     draining:  the hosts that drain now with host (its batch, host included).
     Returns dict(pool, members, available, after, ok, msg); a host that serves no API, or that does
     not serve now (draining it takes nothing away), is always ok.

@@ -57,12 +57,17 @@ options:
     description: Whether the host is cordoned for maintenance (C(serving_cordoned)), for O(metrics_file).
     type: bool
     default: false
-  health_url:
+  health_address:
     description:
-      - The running engine's health URL on the host (C(serving_spec_engine_url) and the engine's health path).
-      - When given and an engine unit is active, it is asked too (RV(healthy)), since an active unit still loading or
-        wedged serves nothing.
+      - HOST:PORT a client on the host reaches the engine at (as C(serving_spec_engine_url) has it). When given and an
+        engine unit is active, the running engine's health path (O(health_paths)) is asked too (RV(healthy)), since an
+        active unit still loading or wedged serves nothing.
+      - https is asked first where O(ca_path) exists (checked against it), then http.
     type: str
+  health_paths:
+    description: The health path of each engine, by engine name (the engine registry's C(health_path)).
+    type: dict
+    default: {}
   ca_path:
     description: The CA an https engine's certificate is checked against (C(serving_spec_engine_ca)).
     type: path
@@ -90,6 +95,20 @@ EXAMPLES = r"""
     chat_template: "{{ serving_spec_chat_template_path }}"
     units: {vllm: llmops-vllm.service, sglang: llmops-sglang.service}
   register: observed
+
+- name: Read whether a pool member serves now, its engine answering its health path
+  llmops.serving.rollout_state:
+    path: /var/lib/llmops/rollout/state.json
+    current_link: "{{ serving_spec_current_link }}"
+    model_path: "{{ serving_spec_model_path }}"
+    chat_template: "{{ serving_spec_chat_template_path }}"
+    units: {vllm: llmops-vllm.service, sglang: llmops-sglang.service}
+    health_address: 127.0.0.1:8000
+    health_paths: {vllm: /health, sglang: /health_generate}
+    ca_path: /etc/llmops/tls/ca.crt
+    health_timeout: 10
+  delegate_to: "{{ member }}"
+  register: member_seen
 
 - name: Mark the host drained
   llmops.serving.rollout_state:
@@ -127,12 +146,12 @@ running_engine:
   type: str
 healthy:
   description:
-    - Whether the running engine answered O(health_url) with 200 within O(health_timeout). Null when O(health_url) was not
-      given; false when no engine unit is active.
+    - Whether the running engine answered its health path with 200 within O(health_timeout). Null when O(health_address)
+      was not given; false when no engine unit is active.
   returned: always
   type: bool
 health_error:
-  description: Why the engine does not count as healthy (empty when it does, or when O(health_url) was not given).
+  description: Why the engine does not count as healthy (empty when it does, or when O(health_address) was not given).
   returned: always
   type: str
 metrics_written:
@@ -158,7 +177,8 @@ def main():
             update=dict(type="dict"),
             metrics_file=dict(type="path"),
             cordoned=dict(type="bool", default=False),
-            health_url=dict(type="str"),
+            health_address=dict(type="str"),
+            health_paths=dict(type="dict", default={}),
             ca_path=dict(type="path"),
             health_timeout=dict(type="float", default=5.0),
         ),
@@ -179,11 +199,18 @@ def main():
     except ValueError as e:
         module.fail_json(msg=str(e))
     healthy, health_error = None, ""
-    if p["health_url"]:
+    if p["health_address"]:
         healthy, health_error = False, "no engine unit is active"
-        if seen["running_engine"]:
-            healthy, health_error = rollout.engine_health(p["health_url"], lambda url, timeout: readiness.http(
-                "GET", url, timeout=timeout, ca_path=p["ca_path"])[0], p["health_timeout"])
+        engine = seen["running_engine"]
+        if engine:
+            tls = bool(p["ca_path"]) and os.path.isfile(p["ca_path"])
+
+            def fetch(url, timeout):
+                return readiness.http("GET", url, timeout=timeout,
+                                      ca_path=p["ca_path"] if url.startswith("https://") else None)[0]
+            healthy, health_error = rollout.engine_health(
+                rollout.health_urls(p["health_address"], p["health_paths"].get(engine, "/health"), tls),
+                fetch, p["health_timeout"])
     seen.update(healthy=healthy, health_error=health_error)
     changed = False
     if p["update"] is not None:

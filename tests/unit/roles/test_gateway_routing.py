@@ -174,6 +174,10 @@ def test_sglang_beside_vllm_in_one_pool_schedules_lower_values_first_with_its_fl
     # SGLang beside vLLM in one pool, each in its own order: one value would mean opposite things
     (dict(ENGINES, e2=dict(ENGINES["e2"], serving_engine="sglang")), None, None,
      "(e1: priority, lower values first; e2: priority, higher values first)"),
+    # an SGLang that aborts any request with a priority, behind a gateway that writes one into each
+    (dict(ENGINES, e3=dict(ENGINES["e3"], serving_priority_scheduling=False,
+                           serving_engine_extra_args={"abort-on-priority-when-disabled": True})), None, None,
+     "abort-on-priority-when-disabled on e3 would abort every request"),
     # client priorities, and no engine that schedules by them
     (dict((h, dict(v, serving_priority_scheduling=False)) for h, v in ENGINES.items()), None, None,
      "no engine behind this gateway schedules by priority"),

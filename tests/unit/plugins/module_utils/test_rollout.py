@@ -96,7 +96,7 @@ def test_the_module_documents_what_it_returns():
     assert set(returns) == seen_keys
     doc = yaml.safe_load(rollout_state.DOCUMENTATION)
     assert set(doc["options"]) == {"path", "current_link", "model_path", "chat_template", "units", "update", "metrics_file", "cordoned",
-                                   "health_url", "ca_path", "health_timeout"}
+                                   "health_address", "health_paths", "ca_path", "health_timeout"}
     json.dumps(yaml.safe_load(rollout_state.EXAMPLES))
 
 

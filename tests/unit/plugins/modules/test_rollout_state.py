@@ -3,6 +3,7 @@
 node_exporter's textfile collector (where its folder exists), reports only the state as a change,
 and check mode writes neither."""
 import json
+import time
 
 from ansible_collections.llmops.serving.plugins.modules import rollout_state
 
@@ -51,66 +52,104 @@ def test_no_textfile_folder_no_metrics(monkeypatch, tmp_path):
 
 
 class Engine(object):
-    """A stand-in engine's HTTP port on loopback: /health answers `status`, or never answers (a
-    wedged engine) when status is None."""
+    """A stand-in engine's HTTP port on loopback: /health answers `status`. With status None it is
+    wedged as a stopped process is: the kernel takes connections into the backlog, and nothing
+    ever reads them."""
 
     def __init__(self, status):
+        import socket
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        answer = status
-
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server's name)
-                if answer is None:
-                    self.server.release.wait(10)
-                    return
-                self.send_response(answer if self.path == "/health" else 404)
+                self.send_response(status if self.path == "/health" else 404)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.release = threading.Event()
-        self.server.daemon_threads = True
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = None
+        if status is None:
+            self.sock = socket.socket()
+            self.sock.bind(("127.0.0.1", 0))
+            self.sock.listen(16)
+            port = self.sock.getsockname()[1]
+        else:
+            self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            self.server.daemon_threads = True
+            port = self.server.server_address[1]
+            threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.address = "127.0.0.1:%d" % port
 
     def close(self):
-        self.server.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        if self.server is None:
+            self.sock.close()
+        else:
+            self.server.shutdown()
+            self.server.server_close()
 
 
-def _health(monkeypatch, tmp_path, url, active=True):
+def self_signed_ca():
+    """A CA certificate's PEM (the collection's own CA stands where the engine serves TLS)."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llmops test CA")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _health(monkeypatch, tmp_path, address, active=True, ca_path=None):
     def run_command(self, argv, **kwargs):
         return (0 if active else 3), "", ""
     args = dict(path=str(tmp_path / "state.json"), current_link=str(tmp_path / "current"),
                 model_path=str(tmp_path / "model"), chat_template=str(tmp_path / "template.jinja"),
-                units={"vllm": "llmops-vllm.service"}, health_url=url, health_timeout=1.0)
+                units={"vllm": "llmops-vllm.service"}, health_address=address,
+                health_paths={"vllm": "/health", "sglang": "/health_generate"}, health_timeout=1.0)
+    if ca_path:
+        args["ca_path"] = ca_path
+    began = time.monotonic()
     dummy, result = run_module(monkeypatch, rollout_state, args, run_command, failed_key=True)
-    return result
+    return dict(result, took=time.monotonic() - began)
 
 
-def test_an_active_engine_counts_as_healthy_only_when_its_health_url_answers_200(monkeypatch, tmp_path):
-    """What the pool budget counts as serving: an active unit whose engine answers its health URL."""
+def test_an_active_engine_counts_as_healthy_only_when_its_health_path_answers_200(monkeypatch, tmp_path):
+    """What the pool budget counts as serving: an active unit whose engine answers its health path,
+    over http where the host has no CA file (a loopback engine) and over http after https where it
+    has one (a member whose TLS the run changes)."""
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(self_signed_ca())
     engines = dict((name, Engine(status)) for name, status in (("ok", 200), ("loading", 503), ("wedged", None)))
     try:
-        seen = dict((name, _health(monkeypatch, tmp_path, e.url + "/health")) for name, e in engines.items())
-        stopped = _health(monkeypatch, tmp_path, engines["ok"].url + "/health", active=False)
+        seen = dict((name, _health(monkeypatch, tmp_path, e.address)) for name, e in engines.items())
+        no_ca_file = _health(monkeypatch, tmp_path, engines["ok"].address, ca_path=str(tmp_path / "missing.crt"))
+        with_ca = _health(monkeypatch, tmp_path, engines["ok"].address, ca_path=str(ca))
+        wedged_ca = _health(monkeypatch, tmp_path, engines["wedged"].address, ca_path=str(ca))
+        stopped = _health(monkeypatch, tmp_path, engines["ok"].address, active=False)
     finally:
         for e in engines.values():
             e.close()
-    closed = _health(monkeypatch, tmp_path, engines["ok"].url + "/health")  # nothing listens there now
+    closed = _health(monkeypatch, tmp_path, engines["ok"].address)  # nothing listens there now
     assert seen["ok"]["healthy"] is True and seen["ok"]["health_error"] == "" and seen["ok"]["running_engine"] == "vllm"
-    assert seen["loading"]["healthy"] is False and seen["loading"]["health_error"].endswith("answered 503")
+    assert seen["loading"]["healthy"] is False and seen["loading"]["health_error"].endswith("/health answered 503")
     assert seen["wedged"]["healthy"] is False and "timed out" in seen["wedged"]["health_error"]
+    assert no_ca_file["healthy"] is True and with_ca["healthy"] is True, (no_ca_file, with_ca)
+    # a wedged engine costs one timeout, not one per scheme
+    assert wedged_ca["healthy"] is False and wedged_ca["health_error"].count("timed out") == 1, wedged_ca
+    assert wedged_ca["took"] < 1.9, wedged_ca
     assert closed["healthy"] is False and "refused" in closed["health_error"].lower(), closed
     assert stopped["healthy"] is False and stopped["health_error"] == "no engine unit is active"
-    assert not any(r["failed"] for r in list(seen.values()) + [closed, stopped] if "failed" in r)
-    # without a health URL nothing is asked, and healthy says so
+    assert not any(r.get("failed") for r in list(seen.values()) + [closed, stopped, no_ca_file, with_ca])
+    # without a health address nothing is asked, and healthy says so
     assert _run(monkeypatch, tmp_path)["healthy"] is None
     import yaml
-    assert set(seen["ok"]) - {"changed", "invocation"} == set(yaml.safe_load(rollout_state.RETURN))
+    assert set(seen["ok"]) - {"changed", "invocation", "took"} == set(yaml.safe_load(rollout_state.RETURN))
