@@ -102,9 +102,10 @@ EXAMPLES = r"""
     current_link: "{{ serving_spec_current_link }}"
     model_path: "{{ serving_spec_model_path }}"
     chat_template: "{{ serving_spec_chat_template_path }}"
-    units: {vllm: llmops-vllm.service, sglang: llmops-sglang.service}
+    # the engine registry's units and health paths, by engine name (llmops.serving.engine_info)
+    units: "{{ engine_units }}"
     health_address: 127.0.0.1:8000
-    health_paths: {vllm: /health, sglang: /health_generate}
+    health_paths: "{{ engine_health_paths }}"
     ca_path: /etc/llmops/tls/ca.crt
     health_timeout: 10
   delegate_to: "{{ member }}"
@@ -208,9 +209,10 @@ def main():
             def fetch(url, timeout):
                 return readiness.http("GET", url, timeout=timeout,
                                       ca_path=p["ca_path"] if url.startswith("https://") else None)[0]
-            healthy, health_error = rollout.engine_health(
-                rollout.health_urls(p["health_address"], p["health_paths"].get(engine, "/health"), tls),
-                fetch, p["health_timeout"])
+            healthy, health_error = False, "no health path is given for %s" % engine
+            if engine in p["health_paths"]:
+                healthy, health_error = rollout.engine_health(
+                    rollout.health_urls(p["health_address"], p["health_paths"][engine], tls), fetch, p["health_timeout"])
     seen.update(healthy=healthy, health_error=health_error)
     changed = False
     if p["update"] is not None:

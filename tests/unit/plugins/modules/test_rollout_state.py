@@ -108,13 +108,13 @@ def self_signed_ca():
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _health(monkeypatch, tmp_path, address, active=True, ca_path=None):
+def _health(monkeypatch, tmp_path, address, active=True, ca_path=None, paths=None):
     def run_command(self, argv, **kwargs):
         return (0 if active else 3), "", ""
     args = dict(path=str(tmp_path / "state.json"), current_link=str(tmp_path / "current"),
                 model_path=str(tmp_path / "model"), chat_template=str(tmp_path / "template.jinja"),
                 units={"vllm": "llmops-vllm.service"}, health_address=address,
-                health_paths={"vllm": "/health", "sglang": "/health_generate"}, health_timeout=1.0)
+                health_paths=paths or {"vllm": "/health", "sglang": "/health_generate"}, health_timeout=1.0)
     if ca_path:
         args["ca_path"] = ca_path
     began = time.monotonic()
@@ -135,6 +135,7 @@ def test_an_active_engine_counts_as_healthy_only_when_its_health_path_answers_20
         with_ca = _health(monkeypatch, tmp_path, engines["ok"].address, ca_path=str(ca))
         wedged_ca = _health(monkeypatch, tmp_path, engines["wedged"].address, ca_path=str(ca))
         stopped = _health(monkeypatch, tmp_path, engines["ok"].address, active=False)
+        no_path = _health(monkeypatch, tmp_path, engines["ok"].address, paths={"sglang": "/health_generate"})
     finally:
         for e in engines.values():
             e.close()
@@ -148,6 +149,7 @@ def test_an_active_engine_counts_as_healthy_only_when_its_health_path_answers_20
     assert wedged_ca["took"] < 1.9, wedged_ca
     assert closed["healthy"] is False and "refused" in closed["health_error"].lower(), closed
     assert stopped["healthy"] is False and stopped["health_error"] == "no engine unit is active"
+    assert no_path["healthy"] is False and no_path["health_error"] == "no health path is given for vllm"
     assert not any(r.get("failed") for r in list(seen.values()) + [closed, stopped, no_ca_file, with_ca])
     # without a health address nothing is asked, and healthy says so
     assert _run(monkeypatch, tmp_path)["healthy"] is None
