@@ -200,19 +200,18 @@ def main():
     except ValueError as e:
         module.fail_json(msg=str(e))
     healthy, health_error = None, ""
-    if p["health_address"]:
+    engine = seen["running_engine"]
+    if p["health_address"] and not engine:
         healthy, health_error = False, "no engine unit is active"
-        engine = seen["running_engine"]
-        if engine:
-            tls = bool(p["ca_path"]) and os.path.isfile(p["ca_path"])
-
-            def fetch(url, timeout):
-                return readiness.http("GET", url, timeout=timeout,
-                                      ca_path=p["ca_path"] if url.startswith("https://") else None)[0]
-            healthy, health_error = False, "no health path is given for %s" % engine
-            if engine in p["health_paths"]:
-                healthy, health_error = rollout.engine_health(
-                    rollout.health_urls(p["health_address"], p["health_paths"][engine], tls), fetch, p["health_timeout"])
+    elif p["health_address"] and engine not in p["health_paths"]:
+        healthy, health_error = False, "no health path is given for %s" % engine
+    elif p["health_address"]:
+        def fetch(url, timeout):
+            return readiness.http("GET", url, timeout=timeout,
+                                  ca_path=p["ca_path"] if url.startswith("https://") else None)[0]
+        tls = bool(p["ca_path"]) and os.path.isfile(p["ca_path"])
+        healthy, health_error = rollout.engine_health(
+            rollout.health_urls(p["health_address"], p["health_paths"][engine], tls), fetch, p["health_timeout"])
     seen.update(healthy=healthy, health_error=health_error)
     changed = False
     if p["update"] is not None:
